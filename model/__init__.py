@@ -1,0 +1,1 @@
+"""The extraction engine: model loading, prompting, greedy decoding and checking its output."""

@@ -1,0 +1,42 @@
+"""What the pipeline asks of an extraction engine, whichever runs inside it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from model.config import EngineSettings
+from model.validate import Extraction
+from schemas.messages import DecodeSettings, Document, ModelInfo, Timings
+
+
+@dataclass
+class BatchResult:
+    extractions: list[Extraction]
+    timings: Timings = field(default_factory=Timings)
+
+
+class Engine(Protocol):
+    info: ModelInfo
+
+    def extract(self, docs: Sequence[Document]) -> BatchResult:
+        """One `Extraction` per document, in order. May raise; the caller isolates the culprit."""
+        ...
+
+
+def decode_settings(settings: EngineSettings) -> DecodeSettings:
+    return DecodeSettings(
+        max_new_tokens=settings.max_new_tokens,
+        max_input_tokens=settings.max_input_tokens,
+        labels_per_prompt=settings.labels_per_prompt,
+        confidence_threshold=settings.confidence_threshold,
+        entropy_threshold=settings.entropy_threshold,
+    )
+
+
+def build_engine(settings: EngineSettings) -> Engine:
+    from model.loading import load_model
+    from model.reference import ReferenceEngine
+
+    return ReferenceEngine(load_model(settings), settings)

@@ -1,0 +1,161 @@
+"""The reference engine: transformers' own `generate()`, greedy, in left-padded batches.
+
+Simple on purpose: it is the correctness oracle for faster engines and the baseline of benchmarks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
+
+from model.config import EngineSettings
+from model.engine import BatchResult, decode_settings
+from model.loading import LoadedModel
+from model.prompt import build_prompt, chunk_labels
+from model.signals import Generation, StepSignals, collect_generations, step_signals
+from model.validate import interpret
+from schemas.messages import Document, ModelInfo, Timings
+
+# Tokens between the text and the window's end that a re-tokenised boundary may claim.
+BOUNDARY_SLACK = 4
+
+
+@dataclass
+class Prompt:
+    doc_index: int
+    token_ids: list[int]
+
+
+class _RecordSignals(LogitsProcessor):
+    """Watches each step's logits without changing them, so generate() stays pure greedy."""
+
+    def __init__(self, top_k: int) -> None:
+        self.top_k = top_k
+        self.steps: list[StepSignals] = []
+        self.first_step_at: float | None = None
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self.first_step_at is None:
+            self.first_step_at = time.perf_counter()
+        self.steps.append(step_signals(scores, self.top_k))
+        return scores
+
+
+class ReferenceEngine:
+    def __init__(self, loaded: LoadedModel, settings: EngineSettings) -> None:
+        self.loaded = loaded
+        self.settings = settings
+        self.tokenizer = loaded.tokenizer
+        self.eos_id = int(self.tokenizer.eos_token_id)
+        self.pad_id = int(self.tokenizer.pad_token_id)
+        self.info = ModelInfo(
+            name=loaded.name,
+            engine="reference",
+            attention=str(getattr(loaded.model.config, "_attn_implementation", "eager")),
+            dtype=str(loaded.dtype).removeprefix("torch."),
+            device=str(loaded.device),
+            demo=loaded.demo,
+            decode=decode_settings(settings),
+        )
+        self.generation_config = GenerationConfig(
+            do_sample=False,
+            num_beams=1,
+            max_new_tokens=settings.max_new_tokens,
+            eos_token_id=self.eos_id,
+            pad_token_id=self.pad_id,
+        )
+
+    def chunks_for(self, doc: Document) -> list[tuple[str, ...]]:
+        if doc.task == "classify":
+            return [doc.labels]
+        return chunk_labels(doc.labels, self.settings.labels_per_prompt)
+
+    def extract(self, docs: Sequence[Document]) -> BatchResult:
+        timings = Timings()
+        started = time.perf_counter()
+        prompts, chunks, truncated = [], [], []
+        for doc_index, doc in enumerate(docs):
+            doc_chunks = self.chunks_for(doc)
+            text, was_cut = self.fit_text(doc, doc_chunks)
+            chunks.append(doc_chunks)
+            truncated.append(was_cut)
+            prompts.extend(Prompt(doc_index, self.encode(build_prompt(text, doc.task, c))) for c in doc_chunks)
+        timings.tokenize_ms = _ms_since(started)
+
+        generations = self.generate_all(prompts, timings)
+
+        started = time.perf_counter()
+        per_doc: list[list[Generation]] = [[] for _ in docs]
+        for prompt, generation in zip(prompts, generations, strict=True):
+            per_doc[prompt.doc_index].append(generation)
+        extractions = [
+            interpret(doc, chunks[i], per_doc[i], self.decode, self.settings, truncated[i])
+            for i, doc in enumerate(docs)
+        ]
+        timings.postprocess_ms = _ms_since(started)
+        return BatchResult(extractions=extractions, timings=timings)
+
+    def generate_all(self, prompts: list[Prompt], timings: Timings) -> list[Generation]:
+        """Greedy generations in prompt order; prompts of similar length share a forward pass."""
+        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i].token_ids))
+        results: list[Generation | None] = [None] * len(prompts)
+        step = self.settings.prompts_per_forward
+        for group_start in range(0, len(order), step):
+            group = order[group_start : group_start + step]
+            for index, generation in zip(
+                group, self.generate([prompts[i].token_ids for i in group], timings), strict=True
+            ):
+                results[index] = generation
+        return [g for g in results if g is not None]
+
+    @torch.inference_mode()
+    def generate(self, batch: list[list[int]], timings: Timings) -> list[Generation]:
+        width = max(len(ids) for ids in batch)
+        input_ids = torch.tensor([[self.pad_id] * (width - len(ids)) + ids for ids in batch])
+        attention_mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in batch])
+        recorder = _RecordSignals(self.settings.top_alternatives)
+        started = time.perf_counter()
+        self.loaded.model.generate(
+            input_ids=input_ids.to(self.loaded.device),
+            attention_mask=attention_mask.to(self.loaded.device),
+            generation_config=self.generation_config,
+            logits_processor=LogitsProcessorList([recorder]),
+        )
+        finished = time.perf_counter()
+        first_step = recorder.first_step_at or finished
+        timings.prefill_ms += (first_step - started) * 1000
+        timings.decode_ms += (finished - first_step) * 1000
+        return collect_generations(recorder.steps, self.eos_id)
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer(text)["input_ids"]
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
+
+    def fit_text(self, doc: Document, chunks: list[tuple[str, ...]]) -> tuple[str, bool]:
+        """The document text, cut at its tail if its longest prompt would exceed the input window.
+
+        Never at its head: the reference code's left truncation silently drops a document's start.
+        """
+        budget = self.settings.max_input_tokens
+        overhead = max(len(self.encode(build_prompt("", doc.task, c))) for c in chunks)
+        encoded = self.tokenizer(doc.text, add_special_tokens=False, return_offsets_mapping=True)
+        offsets = encoded["offset_mapping"]
+        if overhead + len(offsets) <= budget:
+            return doc.text, False
+        keep = max(budget - overhead - BOUNDARY_SLACK, 1)
+        while True:
+            text = doc.text[: offsets[keep - 1][1]]
+            longest = max(len(self.encode(build_prompt(text, doc.task, c))) for c in chunks)
+            if longest <= budget or keep == 1:
+                return text, True
+            keep = max(keep - BOUNDARY_SLACK, 1)
+
+
+def _ms_since(started: float) -> float:
+    return (time.perf_counter() - started) * 1000

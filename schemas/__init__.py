@@ -1,0 +1,1 @@
+"""Message contracts (msgspec structs) and their exported JSON Schemas."""

@@ -1,0 +1,13 @@
+"""Named label sets that upstream systems may ask for instead of spelling out labels.
+
+The labels are the Chinese field names SeqGPT is prompted with; BI reads them back as record keys,
+so renaming one is a breaking change for the fields topic.
+"""
+
+FIELD_SETS: dict[str, tuple[str, ...]] = {
+    "contract": ("甲方", "乙方", "签约日期", "合同金额", "合同期限", "签约地点"),
+    "resume": ("姓名", "性别", "出生日期", "手机号码", "电子邮箱", "毕业院校", "学历", "工作单位"),
+    "job_ad": ("公司名称", "职位名称", "工作地点", "薪资范围", "学历要求", "联系电话"),
+    "news": ("发布机构", "发布日期", "人物", "组织机构", "地点", "事件"),
+    "medical": ("患者姓名", "性别", "年龄", "就诊日期", "诊断结果", "主治医师", "医院名称"),
+}

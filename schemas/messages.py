@@ -1,0 +1,232 @@
+"""The message contracts of every SeqStream topic.
+
+Every message carries `schema_version`. Output records keep everything that depends on *when* or
+*where* a document was processed in `processing`, so a redelivered document yields the same bytes
+outside that part and downstream upserts keyed by `doc_id` absorb the duplicate.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from typing import Annotated, Literal
+
+import msgspec
+
+from schemas.field_sets import FIELD_SETS
+
+SCHEMA_VERSION = 1
+
+Task = Literal["extract", "classify"]
+DocId = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1, max_length=128, description="1-128 printable characters; the Kafka key of every output."
+    ),
+]
+
+
+class RawDocument(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """What upstream OCR/ingest systems publish to the raw topic (JSON, UTF-8)."""
+
+    doc_id: DocId
+    text: str
+    task: Task = "extract"
+    labels: Annotated[
+        list[str] | None,
+        msgspec.Meta(description="1-64 unique labels without newline, tab, colon or full-width comma."),
+    ] = None
+    field_set: Annotated[
+        str | None,
+        msgspec.Meta(description=f"instead of labels, one of: {', '.join(sorted(FIELD_SETS))}"),
+    ] = None
+    source: str | None = None
+    submitted_at: datetime | None = None
+    trace_id: str | None = None
+    metadata: dict[str, str] = msgspec.field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+
+
+class Document(msgspec.Struct, frozen=True, kw_only=True):
+    """A raw document that passed validation, with its label set resolved; what the engine sees."""
+
+    doc_id: str
+    text: str
+    task: Task
+    labels: tuple[str, ...]
+    source: str | None = None
+    submitted_at: datetime | None = None
+    trace_id: str | None = None
+    metadata: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class Span(msgspec.Struct, frozen=True, kw_only=True):
+    """One extracted value: `text == document.text[start:end]`."""
+
+    text: str
+    start: int
+    end: int
+    confidence: float
+
+
+class TokenChoice(msgspec.Struct, frozen=True, kw_only=True):
+    token_id: int
+    text: str
+    prob: float
+
+
+class EntropyAlarm(msgspec.Struct, frozen=True, kw_only=True):
+    """A decode step whose next-token distribution was flatter than the threshold allows."""
+
+    chunk: int
+    step: int
+    entropy_nats: float
+    threshold: float
+    chosen: TokenChoice
+    alternatives: list[TokenChoice]
+
+
+class DecodeSettings(msgspec.Struct, frozen=True, kw_only=True):
+    strategy: Literal["greedy"] = "greedy"
+    max_new_tokens: int
+    max_input_tokens: int
+    labels_per_prompt: int
+    confidence_threshold: float
+    entropy_threshold: float
+
+
+class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """Which model and decode settings produced a record."""
+
+    name: str
+    engine: str
+    attention: str
+    dtype: str
+    device: str
+    demo: bool
+    decode: DecodeSettings
+
+
+class Timings(msgspec.Struct, kw_only=True):
+    """Milliseconds per stage; model stages are the batch's, shared by its documents."""
+
+    queue_ms: float = 0.0
+    tokenize_ms: float = 0.0
+    prefill_ms: float = 0.0
+    decode_ms: float = 0.0
+    postprocess_ms: float = 0.0
+
+
+class Processing(msgspec.Struct, kw_only=True):
+    """Where and when a record was made: the only part that differs between redeliveries."""
+
+    worker_id: str
+    source_topic: str
+    partition: int
+    offset: int
+    received_at: datetime
+    completed_at: datetime
+    batch_size: int
+    timings: Timings
+
+
+class ReviewCode(enum.Enum):
+    LOW_CONFIDENCE = "low_confidence"
+    NOT_IN_SOURCE = "not_in_source"
+    TRUNCATED = "truncated"
+    ENTROPY_ALARM = "entropy_alarm"
+    UNKNOWN_LABEL = "unknown_label"
+    DUPLICATE_LABEL = "duplicate_label"
+    MALFORMED_OUTPUT = "malformed_output"
+    INCOMPLETE_OUTPUT = "incomplete_output"
+
+
+class ReviewReason(msgspec.Struct, frozen=True, kw_only=True):
+    code: ReviewCode
+    detail: str
+    label: str | None = None
+    value: str | None = None
+
+
+class FieldRecord(msgspec.Struct, kw_only=True):
+    """A validated extraction, on the fields topic, keyed by `doc_id`."""
+
+    schema_version: int = SCHEMA_VERSION
+    doc_id: str
+    task: Task
+    labels: list[str]
+    fields: dict[str, list[Span]]
+    classes: list[str]
+    model: ModelInfo
+    source: str | None
+    submitted_at: datetime | None
+    trace_id: str | None
+    metadata: dict[str, str]
+    processing: Processing
+
+
+class ReviewRecord(FieldRecord, kw_only=True):
+    """A record a person must look at, on the review topic; `fields` holds only verified spans."""
+
+    reasons: list[ReviewReason]
+
+
+class AlertRecord(msgspec.Struct, kw_only=True):
+    """Something operations must hear about, on the alerts topic."""
+
+    schema_version: int = SCHEMA_VERSION
+    alert_id: str
+    kind: Literal["entropy", "pipeline"]
+    severity: Literal["warning", "critical"]
+    doc_id: str | None
+    trace_id: str | None
+    message: str
+    alarmed_steps: int = 0
+    alarms: list[EntropyAlarm] = msgspec.field(default_factory=list)
+    worker_id: str
+    raised_at: datetime
+
+
+class ErrorCode(enum.Enum):
+    """Why a raw message could not be processed; a fixed list that DLQ consumers may switch on."""
+
+    TOO_LARGE = "too_large"
+    INVALID_UTF8 = "invalid_utf8"
+    NOT_JSON = "not_json"
+    NOT_AN_OBJECT = "not_an_object"
+    MISSING_FIELD = "missing_field"
+    UNKNOWN_FIELD = "unknown_field"
+    WRONG_TYPE = "wrong_type"
+    INVALID_VALUE = "invalid_value"
+    UNSUPPORTED_SCHEMA_VERSION = "unsupported_schema_version"
+    EMPTY_TEXT = "empty_text"
+    UNKNOWN_FIELD_SET = "unknown_field_set"
+    NO_LABELS = "no_labels"
+    TOO_MANY_LABELS = "too_many_labels"
+    INVALID_LABEL = "invalid_label"
+    PROCESSING_FAILED = "processing_failed"
+
+
+class DeadLetter(msgspec.Struct, kw_only=True):
+    """A message that could not be processed, with its original bytes (base64 in JSON) untouched."""
+
+    schema_version: int = SCHEMA_VERSION
+    error_code: ErrorCode
+    message: str
+    doc_id: str | None
+    original_key: bytes | None
+    original_value: bytes
+    source_topic: str
+    partition: int
+    offset: int
+    worker_id: str
+    received_at: datetime
+
+
+MESSAGE_TYPES: dict[str, type[msgspec.Struct]] = {
+    "raw_document": RawDocument,
+    "field_record": FieldRecord,
+    "review_record": ReviewRecord,
+    "alert_record": AlertRecord,
+    "dead_letter": DeadLetter,
+}

@@ -1,0 +1,1 @@
+"""The Faust app, its agent, micro-batching, routing and the command line."""

@@ -1,0 +1,189 @@
+"""`seqstream ...`: the worker, topic set-up, producing, tailing, file extraction and the demo."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+
+from streams.settings import Settings, load_settings
+
+log = logging.getLogger("seqstream")
+
+
+def _settings(ctx: click.Context) -> Settings:
+    return ctx.obj
+
+
+@click.group()
+@click.option("--bootstrap", envvar="KAFKA_BOOTSTRAP_SERVERS", help="Kafka bootstrap servers (host:port[,host:port]).")
+@click.option("--model", "model_path", help="Model directory or hub id (default: DAMO-NLP/SeqGPT-560M).")
+@click.pass_context
+def cli(ctx: click.Context, bootstrap: str | None, model_path: str | None) -> None:
+    """SeqStream: real-time document extraction on Kafka."""
+    try:
+        ctx.obj = load_settings(kafka={"bootstrap_servers": bootstrap}, model={"path": model_path})
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    logging.basicConfig(
+        level=ctx.obj.worker.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+@cli.command()
+@click.option("--create-topics/--no-create-topics", default=True, help="Create missing topics at start-up.")
+@click.pass_context
+def worker(ctx: click.Context, create_topics: bool) -> None:
+    """Consume the raw topic and extract fields until stopped."""
+    import faust
+
+    from streams.app import create_app
+    from streams.pipeline import Pipeline
+    from streams.topics import create_topics as make_topics
+
+    settings = _settings(ctx)
+    engine = _engine(settings)
+    if create_topics:
+        make_topics(settings)
+    app = create_app(settings, Pipeline(engine, settings))
+    faust.Worker(app, loglevel=settings.worker.log_level.upper(), quiet=True).execute_from_commandline()
+
+
+@cli.group()
+def topics() -> None:
+    """Manage the pipeline's topics."""
+
+
+@topics.command("create")
+@click.pass_context
+def topics_create(ctx: click.Context) -> None:
+    """Create the raw, fields, review, alerts and dead-letter topics if missing."""
+    from streams.topics import create_topics
+
+    for name, outcome in create_topics(_settings(ctx)).items():
+        click.echo(f"{outcome:8} {name}")
+
+
+@cli.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--topic", help="Topic to publish to (default: the raw topic).")
+@click.pass_context
+def produce(ctx: click.Context, file: Path, topic: str | None) -> None:
+    """Publish each line of a JSONL file, bytes untouched, keyed by its doc_id where it has one."""
+    from streams.kafka_io import produce_lines
+
+    settings = _settings(ctx)
+    lines = file.read_bytes().splitlines()
+    sent = produce_lines(settings, topic or settings.topics.raw, lines, progress=True)
+    click.echo(f"published {sent} messages to {topic or settings.topics.raw}")
+
+
+@cli.command()
+@click.argument("topic")
+@click.option("--from-beginning/--latest", default=True)
+@click.option("--max-messages", type=int, default=None, help="Stop after this many messages.")
+@click.option("--idle-timeout", type=float, default=None, help="Stop after this many seconds without a message.")
+@click.option("--raw", "raw_json", is_flag=True, help="Print the records as JSON lines.")
+@click.pass_context
+def tail(
+    ctx: click.Context,
+    topic: str,
+    from_beginning: bool,
+    max_messages: int | None,
+    idle_timeout: float | None,
+    raw_json: bool,
+) -> None:
+    """Follow a topic and print its records readably."""
+    from streams.kafka_io import consume
+    from streams.show import describe
+
+    settings = _settings(ctx)
+    for message in consume(
+        settings, [topic], from_beginning=from_beginning, idle_timeout=idle_timeout, max_messages=max_messages
+    ):
+        value = message.value()
+        click.echo(value.decode("utf-8", "replace") if raw_json else describe(topic, settings.topics, value))
+
+
+@cli.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="JSONL out (default: stdout).")
+@click.pass_context
+def extract(ctx: click.Context, file: Path, output: Path | None) -> None:
+    """Run the engine on a JSONL file of raw documents, with no Kafka: JSONL in, JSONL out."""
+    from streams.pipeline import Pipeline
+    from streams.routing import Inbound
+
+    settings = _settings(ctx)
+    pipeline = Pipeline(_engine(settings), settings)
+    now = datetime.now(UTC)
+    lines = file.read_bytes().splitlines()
+    sink = output.open("w", encoding="utf-8") if output else sys.stdout
+    size = settings.batch.max_documents
+    try:
+        for start in range(0, len(lines), size):
+            batch = [
+                Inbound(topic=str(file), partition=0, offset=start + i, key=None, value=line, received_at=now)
+                for i, line in enumerate(lines[start : start + size])
+            ]
+            for out in pipeline.process_batch(batch):
+                record = {"topic": out.topic, "record": json.loads(out.value)}
+                sink.write(json.dumps(record, ensure_ascii=False) + "\n")
+    finally:
+        if output:
+            sink.close()
+
+
+@cli.group()
+def schemas() -> None:
+    """The JSON Schemas of every message."""
+
+
+@schemas.command("export")
+@click.option("--directory", type=click.Path(file_okay=False, path_type=Path), default=None)
+def schemas_export(directory: Path | None) -> None:
+    """Write the JSON Schema files (default: schemas/json/)."""
+    from schemas.export import JSON_DIR, export_schemas
+
+    for path in export_schemas(directory or JSON_DIR):
+        click.echo(f"wrote {path}")
+
+
+@cli.command()
+@click.option("--documents", type=int, default=20, help="How many sample documents to publish.")
+@click.option("--keep-running", is_flag=True, help="Leave broker and worker running after showing results.")
+@click.pass_context
+def demo(ctx: click.Context, documents: int, keep_running: bool) -> None:
+    """Start everything on this machine (broker, topics, worker), publish samples, show the results."""
+    from streams.demo import run_demo
+
+    run_demo(_settings(ctx), documents=documents, keep_running=keep_running)
+
+
+def _engine(settings: Settings):
+    from model.engine import build_engine
+    from model.loading import ModelNotFoundError
+
+    try:
+        engine = build_engine(settings.model)
+    except ModelNotFoundError as exc:
+        raise click.ClickException(str(exc)) from None
+    info = engine.info
+    log.info(
+        "engine %s, model %s, attention %s, %s on %s", info.engine, info.name, info.attention, info.dtype, info.device
+    )
+    if info.demo:
+        log.warning("DEMO MODEL in use (%s): not SeqGPT; its output is for trying the pipeline only", info.name)
+    return engine
+
+
+def main() -> None:
+    cli(prog_name="seqstream")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""One micro-batch, from raw messages to the messages to write: decode, extract, route.
+
+`process_batch` runs on the worker's model thread, never on the event loop, and never raises for
+a document's sake: every inbound message yields at least one outgoing message.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import msgspec
+
+from model.engine import BatchResult, Engine
+from model.validate import Extraction
+from schemas.decode import DocumentError, decode_document
+from schemas.messages import Document, ErrorCode, Processing, Timings
+from streams.batching import Failed, run_isolated
+from streams.routing import Inbound, Outgoing, dead_letter, route_extraction, route_failure, route_rejection
+from streams.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class Pipeline:
+    def __init__(self, engine: Engine, settings: Settings) -> None:
+        self.engine = engine
+        self.settings = settings
+        self.worker_id = settings.worker.worker_id
+
+    def process_batch(self, batch: Sequence[Inbound], queue_ms: Sequence[float] | None = None) -> list[Outgoing]:
+        out: list[Outgoing] = []
+        accepted: list[tuple[Inbound, Document, float]] = []
+        for i, inbound in enumerate(batch):
+            try:
+                doc = decode_document(inbound.value, self.settings.batch.max_document_bytes)
+            except DocumentError as error:
+                log.info(
+                    "dead letter %s at %s[%d]@%d", error.code.value, inbound.topic, inbound.partition, inbound.offset
+                )
+                out.append(route_rejection(inbound, error, self.settings.topics, self.worker_id))
+                continue
+            accepted.append((inbound, doc, queue_ms[i] if queue_ms else 0.0))
+        out.extend(self._extract_and_route(accepted))
+        return out
+
+    def _extract_and_route(self, accepted: list[tuple[Inbound, Document, float]]) -> list[Outgoing]:
+        timings: list[Timings] = []
+
+        def run(docs: Sequence[Document]) -> list[Extraction]:
+            result: BatchResult = self.engine.extract(docs)
+            timings.append(result.timings)
+            return result.extractions
+
+        results = run_isolated(run, [doc for _, doc, _ in accepted])
+        batch_timings = _sum_timings(timings)
+        completed_at = datetime.now(UTC)
+        out: list[Outgoing] = []
+        for (inbound, doc, queued), result in zip(accepted, results, strict=True):
+            try:
+                if isinstance(result, Failed):
+                    log.error("engine failed on %s: %r", doc.doc_id, result.error)
+                    out.extend(
+                        route_failure(inbound, doc, result.error, self.settings.topics, self.worker_id, completed_at)
+                    )
+                    continue
+                processing = Processing(
+                    worker_id=self.worker_id,
+                    source_topic=inbound.topic,
+                    partition=inbound.partition,
+                    offset=inbound.offset,
+                    received_at=inbound.received_at,
+                    completed_at=completed_at,
+                    batch_size=len(accepted),
+                    timings=msgspec.structs.replace(batch_timings, queue_ms=queued),
+                )
+                out.extend(route_extraction(doc, result, self.engine.info, processing, self.settings.topics))
+            except Exception as exc:  # a routing bug must cost one document, not the batch
+                log.exception("could not route %s", doc.doc_id)
+                message = f"could not build the output record: {type(exc).__name__}: {exc}"
+                out.append(
+                    dead_letter(
+                        inbound, ErrorCode.PROCESSING_FAILED, message, doc.doc_id, self.settings.topics, self.worker_id
+                    )
+                )
+        return out
+
+
+def _sum_timings(parts: list[Timings]) -> Timings:
+    total = Timings()
+    for part in parts:
+        for name in Timings.__struct_fields__:
+            setattr(total, name, getattr(total, name) + getattr(part, name))
+    return total
+
+
+def monotonic_ms_since(start: float) -> float:
+    return (time.monotonic() - start) * 1000

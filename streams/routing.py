@@ -1,0 +1,136 @@
+"""Where each result goes. Pure: these functions decide and encode; only the agent sends.
+
+- validated extraction       -> fields
+- anything a person must see -> review (with machine-readable reasons)
+- entropy alarm              -> alerts, and the record itself to review
+- unprocessable input        -> dead letters (original bytes untouched)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import msgspec
+
+from model.validate import Extraction
+from schemas.decode import DocumentError
+from schemas.messages import (
+    AlertRecord,
+    DeadLetter,
+    Document,
+    ErrorCode,
+    FieldRecord,
+    ModelInfo,
+    Processing,
+    ReviewRecord,
+)
+from streams.settings import TopicSettings
+
+_encoder = msgspec.json.Encoder()
+
+
+@dataclass(frozen=True)
+class Inbound:
+    """A raw-topic message as it arrived, before any decoding."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    received_at: datetime
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    topic: str
+    key: bytes | None
+    value: bytes
+
+
+def route_extraction(
+    doc: Document,
+    extraction: Extraction,
+    model: ModelInfo,
+    processing: Processing,
+    topics: TopicSettings,
+) -> list[Outgoing]:
+    common = dict(
+        doc_id=doc.doc_id,
+        task=doc.task,
+        labels=list(doc.labels),
+        fields=extraction.fields,
+        classes=extraction.classes,
+        model=model,
+        source=doc.source,
+        submitted_at=doc.submitted_at,
+        trace_id=doc.trace_id,
+        metadata=doc.metadata,
+        processing=processing,
+    )
+    key = doc.doc_id.encode()
+    if not extraction.needs_review:
+        return [Outgoing(topics.fields, key, _encoder.encode(FieldRecord(**common)))]
+    out = [Outgoing(topics.review, key, _encoder.encode(ReviewRecord(**common, reasons=extraction.reasons)))]
+    if extraction.alarms:
+        worst = max(a.entropy_nats for a in extraction.alarms)
+        alert = AlertRecord(
+            alert_id=f"{doc.doc_id}/entropy",
+            kind="entropy",
+            severity="warning",
+            doc_id=doc.doc_id,
+            trace_id=doc.trace_id,
+            message=f"{extraction.alarmed_steps} decode steps above {model.decode.entropy_threshold} nats "
+            f"(worst {worst:.3f})",
+            alarmed_steps=extraction.alarmed_steps,
+            alarms=extraction.alarms,
+            worker_id=processing.worker_id,
+            raised_at=processing.completed_at,
+        )
+        out.append(Outgoing(topics.alerts, key, _encoder.encode(alert)))
+    return out
+
+
+def route_rejection(inbound: Inbound, error: DocumentError, topics: TopicSettings, worker_id: str) -> Outgoing:
+    return dead_letter(inbound, error.code, error.message, error.doc_id, topics, worker_id)
+
+
+def route_failure(
+    inbound: Inbound, doc: Document, error: BaseException, topics: TopicSettings, worker_id: str, now: datetime
+) -> list[Outgoing]:
+    """The engine raised on this document alone: a dead letter, and a pipeline alarm for operations."""
+    message = f"the engine raised {type(error).__name__}: {error}"
+    alert = AlertRecord(
+        alert_id=f"{doc.doc_id}/processing_failed",
+        kind="pipeline",
+        severity="critical",
+        doc_id=doc.doc_id,
+        trace_id=doc.trace_id,
+        message=message,
+        worker_id=worker_id,
+        raised_at=now,
+    )
+    return [
+        dead_letter(inbound, ErrorCode.PROCESSING_FAILED, message, doc.doc_id, topics, worker_id),
+        Outgoing(topics.alerts, doc.doc_id.encode(), _encoder.encode(alert)),
+    ]
+
+
+def dead_letter(
+    inbound: Inbound, code: ErrorCode, message: str, doc_id: str | None, topics: TopicSettings, worker_id: str
+) -> Outgoing:
+    record = DeadLetter(
+        error_code=code,
+        message=message,
+        doc_id=doc_id,
+        original_key=inbound.key,
+        original_value=inbound.value or b"",
+        source_topic=inbound.topic,
+        partition=inbound.partition,
+        offset=inbound.offset,
+        worker_id=worker_id,
+        received_at=inbound.received_at,
+    )
+    key = doc_id.encode() if doc_id else inbound.key
+    return Outgoing(topics.dead_letter, key, _encoder.encode(record))

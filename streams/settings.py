@@ -1,0 +1,85 @@
+"""The worker's one settings object. Defaults here; environment variables override them.
+
+`SEQSTREAM_<SECTION>__<FIELD>` sets one field, e.g. `SEQSTREAM_KAFKA__BOOTSTRAP_SERVERS=host:9092`,
+`SEQSTREAM_BATCH__MAX_DOCUMENTS=16`, `SEQSTREAM_MODEL__PATH=/models/seqgpt`. Values are read once,
+at start-up, and handed down; nothing deeper in the code reads the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from model.config import EngineSettings
+
+ENV_PREFIX = "SEQSTREAM_"
+
+
+class KafkaSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    bootstrap_servers: str = "127.0.0.1:9092"
+    # Output writes must be acknowledged by the broker before the input offset may be committed.
+    producer_acks: int = -1
+    session_timeout_s: float = 30.0
+    # The model may hold a batch for seconds; the consumer must not be evicted meanwhile.
+    max_poll_interval_s: float = 300.0
+
+
+class TopicSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    raw: str = "seqstream.raw"
+    fields: str = "seqstream.fields"
+    review: str = "seqstream.review"
+    alerts: str = "seqstream.alerts"
+    dead_letter: str = "seqstream.dead-letter"
+    partitions: int = 6
+    replication_factor: int = 1
+    raw_retention_ms: int = 7 * 24 * 3600 * 1000
+    event_retention_ms: int = 30 * 24 * 3600 * 1000
+    # Dead letters carry the original bytes base64-encoded: room for a message at the size limit.
+    dead_letter_max_message_bytes: int = 4 * 1024 * 1024
+
+
+class BatchSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    max_documents: int = 32
+    window_ms: float = 5.0
+    max_document_bytes: int = 512 * 1024
+
+
+class WorkerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    app_id: str = "seqstream"
+    worker_id: str = msgspec.field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+    web_port: int = 6066
+    log_level: str = "info"
+    data_dir: str = "var/faust"
+
+
+class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    kafka: KafkaSettings = msgspec.field(default_factory=KafkaSettings)
+    topics: TopicSettings = msgspec.field(default_factory=TopicSettings)
+    batch: BatchSettings = msgspec.field(default_factory=BatchSettings)
+    model: EngineSettings = msgspec.field(default_factory=EngineSettings)
+    worker: WorkerSettings = msgspec.field(default_factory=WorkerSettings)
+
+
+def load_settings(environ: Mapping[str, str] | None = None, **overrides: dict[str, Any]) -> Settings:
+    """Defaults, then `SEQSTREAM_*` variables, then explicit per-section overrides (from the CLI)."""
+    environ = os.environ if environ is None else environ
+    sections: dict[str, dict[str, Any]] = {}
+    for key, value in environ.items():
+        if not key.startswith(ENV_PREFIX) or "__" not in key:
+            continue
+        section, _, name = key[len(ENV_PREFIX) :].lower().partition("__")
+        sections.setdefault(section, {})[name] = value
+    for section, values in overrides.items():
+        sections.setdefault(section, {}).update({k: v for k, v in values.items() if v is not None})
+    unknown = set(sections) - set(Settings.__struct_fields__)
+    if unknown:
+        raise ValueError(f"unknown settings section(s): {', '.join(sorted(unknown))}")
+    try:
+        # strict=False: environment strings become the ints, floats and bools the fields declare.
+        return msgspec.convert(sections, Settings, strict=False)
+    except msgspec.ValidationError as exc:
+        raise ValueError(f"invalid settings: {exc}") from None

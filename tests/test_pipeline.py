@@ -1,0 +1,110 @@
+"""A micro-batch through decoding, the real engine and routing, without a broker."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import msgspec
+
+from model.reference import ReferenceEngine
+from model.validate import Extraction
+from ops.samples import sample_documents
+from schemas.decode import decode_document
+from schemas.messages import AlertRecord, DeadLetter, ErrorCode, FieldRecord, Processing, ReviewRecord, Span
+from streams.batching import Failed, run_isolated
+from streams.pipeline import Pipeline
+from streams.routing import Inbound, route_extraction
+from streams.settings import Settings
+
+NOW = datetime(2026, 12, 2, tzinfo=UTC)
+
+
+def inbound(value: bytes | None, offset: int) -> Inbound:
+    return Inbound(topic="raw", partition=0, offset=offset, key=b"k", value=value, received_at=NOW)
+
+
+def settings_for(engine_settings) -> Settings:
+    return Settings(model=engine_settings)
+
+
+class PoisonedEngine(ReferenceEngine):
+    """The real engine, made to raise whenever one particular document is in its batch."""
+
+    def extract(self, docs):
+        if any(d.doc_id.endswith("poison") for d in docs):
+            raise RuntimeError("CUDA error: device-side assert triggered")
+        return super().extract(docs)
+
+
+def test_bisect_isolates_the_failing_item() -> None:
+    calls = []
+
+    def run(items):
+        calls.append(list(items))
+        if 3 in items:
+            raise ValueError("boom")
+        return [i * 10 for i in items]
+
+    results = run_isolated(run, [0, 1, 2, 3, 4, 5])
+    assert results[:3] == [0, 10, 20] and results[4:] == [40, 50]
+    assert isinstance(results[3], Failed) and results[3].item == 3
+
+
+def test_batch_with_bad_input_and_a_poisoned_document(reference_engine, engine_settings) -> None:
+    settings = settings_for(engine_settings)
+    engine = PoisonedEngine(reference_engine.loaded, engine_settings)
+    pipeline = Pipeline(engine, settings)
+    good = [msgspec.json.encode(raw) for raw, _ in sample_documents(5, seed=11)]
+    poison = msgspec.json.encode({"doc_id": "doc-poison", "text": "某某文本", "labels": ["甲方"]})
+    batch = [inbound(v, i) for i, v in enumerate([*good[:2], b"not json", poison, *good[2:]])]
+    out = pipeline.process_batch(batch)
+
+    t = settings.topics
+    by_topic: dict[str, list[bytes]] = {}
+    for o in out:
+        by_topic.setdefault(o.topic, []).append(o.value)
+    reviewed = [msgspec.json.decode(v, type=ReviewRecord) for v in by_topic[t.review]]
+    assert sorted(r.doc_id for r in reviewed) == sorted(raw["doc_id"] for raw, _ in sample_documents(5, seed=11))
+    dead = [msgspec.json.decode(v, type=DeadLetter) for v in by_topic[t.dead_letter]]
+    assert sorted(((d.offset, d.error_code) for d in dead), key=lambda x: x[0]) == [
+        (2, ErrorCode.NOT_JSON),
+        (3, ErrorCode.PROCESSING_FAILED),
+    ]
+    assert next(d for d in dead if d.offset == 2).original_value == b"not json"
+    alerts = [msgspec.json.decode(v, type=AlertRecord) for v in by_topic[t.alerts]]
+    assert {a.kind for a in alerts} == {"entropy", "pipeline"}
+    assert next(a for a in alerts if a.kind == "pipeline").doc_id == "doc-poison"
+    assert all(o.key for o in out if o.topic != t.dead_letter)
+
+
+def test_redelivered_document_yields_identical_records_outside_processing(reference_engine, engine_settings) -> None:
+    settings = settings_for(engine_settings)
+    pipeline = Pipeline(reference_engine, settings)
+    value = msgspec.json.encode(next(iter(sample_documents(1, seed=5)))[0])
+    first = pipeline.process_batch([inbound(value, 0)])
+    second = pipeline.process_batch([inbound(value, 99)])
+
+    def stable(out):
+        return [(o.topic, o.key, msgspec.json.decode(o.value)) for o in out if o.topic != settings.topics.alerts]
+
+    strip = lambda records: [(t, k, {**r, "processing": None}) for t, k, r in records]  # noqa: E731
+    assert strip(stable(first)) == strip(stable(second))
+
+
+def test_confident_grounded_extraction_goes_to_fields(reference_engine, engine_settings) -> None:
+    settings = settings_for(engine_settings)
+    doc = next(iter(sample_documents(1)))[0]
+    document = decode_document(msgspec.json.encode(doc), 1 << 20)
+    label = document.labels[0]
+    extraction = Extraction(
+        doc_id=document.doc_id, fields={label: [Span(text=document.text[:2], start=0, end=2, confidence=0.99)]}
+    )
+    processing = msgspec.json.decode(
+        b'{"worker_id":"w","source_topic":"raw","partition":0,"offset":1,"received_at":"2026-12-02T00:00:00Z",'
+        b'"completed_at":"2026-12-02T00:00:01Z","batch_size":1,"timings":{}}',
+        type=Processing,
+    )
+    [out] = route_extraction(document, extraction, reference_engine.info, processing, settings.topics)
+    assert out.topic == settings.topics.fields and out.key == document.doc_id.encode()
+    record = msgspec.json.decode(out.value, type=FieldRecord)
+    assert record.fields[label][0].text == document.text[:2] and record.model.engine == "reference"

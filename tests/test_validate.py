@@ -1,0 +1,75 @@
+"""Grounding and gating of generated answers, on answers spelled with the tiny model's real tokenizer."""
+
+from __future__ import annotations
+
+import pytest
+from transformers import AutoTokenizer
+
+from model.config import EngineSettings
+from model.signals import Generation
+from model.validate import interpret
+from schemas.messages import Document, ReviewCode
+
+TEXT = "劳动合同摘要。甲方：上海恒达物流有限公司，乙方：王伟。双方于2024年3月5日签订本合同。"
+SETTINGS = EngineSettings(path="unused", max_new_tokens=64)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_dir):
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+def generation(tokenizer, answer: str, prob: float = 0.99, entropy: float = 0.1, finished: bool = True) -> Generation:
+    ids = tokenizer(answer, add_special_tokens=False)["input_ids"] + ([tokenizer.eos_token_id] if finished else [])
+    return Generation(
+        token_ids=ids,
+        probs=[prob] * len(ids),
+        entropies=[entropy] * len(ids),
+        top_ids=[[i, 5, 6] for i in ids],
+        top_probs=[[prob, 0.005, 0.001] for _ in ids],
+        finished=finished,
+    )
+
+
+def run(tokenizer, answer: str, labels=("甲方", "乙方", "签约日期"), **kwargs):
+    doc = Document(doc_id="d", text=TEXT, task="extract", labels=tuple(labels))
+    decode = lambda ids: tokenizer.decode(list(ids), skip_special_tokens=True)  # noqa: E731
+    return interpret(doc, [tuple(labels)], [generation(tokenizer, answer, **kwargs)], decode, SETTINGS, truncated=False)
+
+
+def test_grounded_confident_answer_is_validated_with_offsets(tokenizer) -> None:
+    result = run(tokenizer, "甲方: 上海恒达物流有限公司\n乙方: 王伟\n签约日期: 2024年3月5日")
+    assert not result.needs_review, result.reasons
+    for spans in result.fields.values():
+        for span in spans:
+            assert TEXT[span.start : span.end] == span.text
+            assert span.confidence == pytest.approx(0.99)
+    assert [s.text for s in result.fields["甲方"]] == ["上海恒达物流有限公司"]
+
+
+def test_invented_value_never_becomes_a_field(tokenizer) -> None:
+    result = run(tokenizer, "甲方: 北京编造科技有限公司\n乙方: 王伟\n签约日期: None")
+    assert result.fields["甲方"] == []
+    reason = next(r for r in result.reasons if r.code is ReviewCode.NOT_IN_SOURCE)
+    assert (reason.label, reason.value) == ("甲方", "北京编造科技有限公司")
+
+
+def test_low_confidence_goes_to_review(tokenizer) -> None:
+    result = run(tokenizer, "甲方: 上海恒达物流有限公司\n乙方: 王伟\n签约日期: None", prob=0.5)
+    assert {r.code for r in result.reasons} == {ReviewCode.LOW_CONFIDENCE}
+    assert result.fields["乙方"][0].confidence == pytest.approx(0.5)
+
+
+def test_flat_distribution_raises_an_entropy_alarm_naming_the_step(tokenizer) -> None:
+    result = run(tokenizer, "甲方: None\n乙方: None\n签约日期: None", entropy=3.0)
+    assert ReviewCode.ENTROPY_ALARM in {r.code for r in result.reasons}
+    assert result.alarmed_steps == len(generation(tokenizer, "甲方: None\n乙方: None\n签约日期: None").token_ids)
+    first = result.alarms[0]
+    assert first.entropy_nats == 3.0 and first.threshold == SETTINGS.entropy_threshold
+    assert first.chosen.prob == pytest.approx(0.99) and len(first.alternatives) == 2
+
+
+def test_missing_label_and_unfinished_output_are_flagged(tokenizer) -> None:
+    result = run(tokenizer, "甲方: 上海恒达物流有限公司", finished=False)
+    codes = [(r.code, r.label) for r in result.reasons]
+    assert (ReviewCode.INCOMPLETE_OUTPUT, "乙方") in codes and (ReviewCode.INCOMPLETE_OUTPUT, None) in codes
