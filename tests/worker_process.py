@@ -1,0 +1,130 @@
+"""A `seqstream worker` as a child process, and a reader that gathers what it wrote; for the
+end-to-end tests, which must see the real CLI, the real Faust app and the real broker at work.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+from confluent_kafka import Consumer, KafkaError
+
+from streams.settings import Settings, load_settings
+
+
+def isolated_settings(
+    bootstrap: str, model_dir: Path, data_dir: Path, **overrides: str
+) -> tuple[Settings, dict[str, str]]:
+    """Settings (and the same as environment variables) with topics and group of their own.
+
+    `overrides` are `section__field=value`, e.g. `batch__max_documents="8"`.
+    """
+    run = uuid.uuid4().hex[:8]
+    env = {
+        "SEQSTREAM_KAFKA__BOOTSTRAP_SERVERS": bootstrap,
+        "SEQSTREAM_TOPICS__RAW": f"t{run}.raw",
+        "SEQSTREAM_TOPICS__FIELDS": f"t{run}.fields",
+        "SEQSTREAM_TOPICS__REVIEW": f"t{run}.review",
+        "SEQSTREAM_TOPICS__ALERTS": f"t{run}.alerts",
+        "SEQSTREAM_TOPICS__DEAD_LETTER": f"t{run}.dead-letter",
+        "SEQSTREAM_TOPICS__PARTITIONS": "3",
+        "SEQSTREAM_WORKER__APP_ID": f"seqstream-test-{run}",
+        "SEQSTREAM_WORKER__DATA_DIR": str(data_dir),
+        "SEQSTREAM_WORKER__WEB_PORT": "0",
+        "SEQSTREAM_MODEL__PATH": str(model_dir),
+        "SEQSTREAM_MODEL__MAX_NEW_TOKENS": "24",
+        **{f"SEQSTREAM_{k.upper()}": v for k, v in overrides.items()},
+    }
+    return load_settings(env), env
+
+
+class WorkerProcess:
+    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+        self.env = {**os.environ, **env}
+        self.log_path = log_path
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "streams.cli", "worker"], env=self.env, stdout=log, stderr=subprocess.STDOUT
+        )
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(30)
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def assert_alive(self) -> None:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise AssertionError(f"worker exited with {self.process.returncode}:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 60) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+@dataclass
+class Outputs:
+    """Everything read from the output topics so far, by topic."""
+
+    records: dict[str, list[dict]] = field(default_factory=lambda: defaultdict(list))
+    keys: dict[str, list[bytes | None]] = field(default_factory=lambda: defaultdict(list))
+
+    def doc_ids(self, *topics: str) -> list[str]:
+        return [r["doc_id"] for t in topics for r in self.records[t]]
+
+
+class OutputReader:
+    def __init__(self, settings: Settings) -> None:
+        t = settings.topics
+        self.topics = [t.fields, t.review, t.alerts, t.dead_letter]
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": settings.kafka.bootstrap_servers,
+                "group.id": f"reader-{uuid.uuid4()}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        self.consumer.subscribe(self.topics)
+        self.outputs = Outputs()
+
+    def read_until(self, done, timeout_s: float, worker: WorkerProcess | None = None) -> Outputs:
+        deadline = time.monotonic() + timeout_s
+        while not done(self.outputs):
+            if time.monotonic() > deadline:
+                tail = worker.log_tail() if worker else ""
+                raise AssertionError(
+                    f"timed out; read {dict((k, len(v)) for k, v in self.outputs.records.items())}\n{tail}"
+                )
+            if worker is not None:
+                worker.assert_alive()
+            for message in self.consumer.consume(500, timeout=1.0):
+                if message.error():
+                    if message.error().code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise AssertionError(message.error())
+                self.outputs.records[message.topic()].append(msgspec.json.decode(message.value()))
+                self.outputs.keys[message.topic()].append(message.key())
+        return self.outputs
+
+    def close(self) -> None:
+        self.consumer.close()
