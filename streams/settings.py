@@ -51,7 +51,8 @@ class BatchSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class WorkerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     app_id: str = "seqstream"
     worker_id: str = msgspec.field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
-    web_port: int = 6066
+    # Faust's web server (0 = off); the metrics endpoint will live here.
+    web_port: int = 0
     log_level: str = "info"
     data_dir: str = "var/faust"
 

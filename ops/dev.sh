@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The README's two commands, from a fresh clone:
+#   ops/dev.sh demo [seqstream demo options]   broker, topics, worker, sample documents, results
+#   ops/dev.sh test [pytest options]           lint, then the whole test suite on a real broker
+# and `ops/dev.sh run CMD...` to run anything inside the project's environment.
+#
+# The virtualenv is cached under $SEQSTREAM_CACHE (default ~/.cache/seqstream), keyed by
+# pyproject.toml and the Python version: torch alone is a few GB, installed once per machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+CACHE=${SEQSTREAM_CACHE:-$HOME/.cache/seqstream}
+key=$( (cat pyproject.toml; "$PYTHON" -c 'import sys; print(sys.version)') | sha256sum | cut -c1-16)
+VENV="$CACHE/venv-$key"
+
+if [ ! -f "$VENV/.complete" ]; then
+  echo "setting up the Python environment in $VENV (once per machine; torch is large)" >&2
+  rm -rf "$VENV"
+  mkdir -p "$CACHE"
+  "$PYTHON" -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip setuptools
+  "$VENV/bin/pip" install -q -e ".[dev]"
+  touch "$VENV/.complete"
+else
+  # The cached environment may have served another clone: point its editable install here.
+  "$VENV/bin/pip" install -q --no-deps --no-build-isolation -e . >/dev/null
+fi
+export PATH="$VENV/bin:$PATH"
+export TOKENIZERS_PARALLELISM=false
+
+command=${1:-}
+shift || true
+case "$command" in
+  demo)
+    exec seqstream demo "$@"
+    ;;
+  test)
+    python -m ops.kafka.launcher fetch >/dev/null
+    ruff check .
+    ruff format --check .
+    exec python -m pytest "$@"
+    ;;
+  run)
+    exec "$@"
+    ;;
+  *)
+    echo "usage: ops/dev.sh demo|test|run CMD..." >&2
+    exit 2
+    ;;
+esac
