@@ -37,6 +37,12 @@ def decode_settings(settings: EngineSettings) -> DecodeSettings:
 
 def build_engine(settings: EngineSettings) -> Engine:
     from model.loading import load_model
-    from model.reference import ReferenceEngine
 
-    return ReferenceEngine(load_model(settings), settings)
+    loaded = load_model(settings)
+    if settings.engine == "reference":
+        from model.reference import ReferenceEngine
+
+        return ReferenceEngine(loaded, settings)
+    from model.fast import FastEngine
+
+    return FastEngine(loaded, settings)
