@@ -15,6 +15,7 @@ from schemas.messages import DecodeSettings, Document, ModelInfo, Timings
 class BatchResult:
     extractions: list[Extraction]
     timings: Timings = field(default_factory=Timings)
+    generated_tokens: int = 0
 
 
 class Engine(Protocol):

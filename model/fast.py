@@ -123,7 +123,8 @@ class FastEngine:
             for i, (doc, (chunks, _, truncated)) in enumerate(zip(docs, encoded, strict=True))
         ]
         timings.postprocess_ms = _ms_since(started)
-        return BatchResult(extractions=extractions, timings=timings)
+        tokens = sum(len(g.token_ids) for doc in generations for g in doc)
+        return BatchResult(extractions=extractions, timings=timings, generated_tokens=tokens)
 
     def plan(self, prompts_per_doc: list[list[list[int]]]) -> list[list[DocPrompts]]:
         """Documents of similar length together (less padding), at most `prompts_per_forward` prompts

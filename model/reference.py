@@ -90,7 +90,8 @@ class ReferenceEngine:
             for i, doc in enumerate(docs)
         ]
         timings.postprocess_ms = _ms_since(started)
-        return BatchResult(extractions=extractions, timings=timings)
+        tokens = sum(len(g.token_ids) for g in generations)
+        return BatchResult(extractions=extractions, timings=timings, generated_tokens=tokens)
 
     def generate_all(self, prompts: list[Prompt], timings: Timings) -> list[Generation]:
         """Greedy generations in prompt order; prompts of similar length share a forward pass."""
