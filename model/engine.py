@@ -37,6 +37,17 @@ def decode_settings(settings: EngineSettings) -> DecodeSettings:
 
 
 def build_engine(settings: EngineSettings) -> Engine:
+    """The configured engine, one replica per device when several are visible or listed."""
+    import msgspec
+
+    from model.replicas import ReplicaPool, visible_devices
+
+    devices = visible_devices(settings.device)
+    engines = [_single_engine(msgspec.structs.replace(settings, device=d)) for d in devices]
+    return engines[0] if len(engines) == 1 else ReplicaPool(engines)
+
+
+def _single_engine(settings: EngineSettings) -> Engine:
     from model.loading import load_model
 
     loaded = load_model(settings)

@@ -174,3 +174,18 @@ def test_compiled_decode_step_matches_eager(peaky_model) -> None:
     tokens, logits = ours_greedy(compiled_engine, groups)
     assert tokens == plain_tokens
     assert max((a - b).abs().max().item() for a, b in zip(logits, plain_logits, strict=True)) <= LOGIT_TOLERANCE
+
+
+def test_replicas_share_a_batch_without_changing_any_output(peaky_model) -> None:
+    """Two replicas (on the CPU here, one per GPU in production) give the single engine's results."""
+    from model.engine import build_engine
+    from model.replicas import ReplicaPool
+
+    loaded, settings = peaky_model
+    docs = many_labels_documents(10, seed=12)
+    single = FastEngine(loaded, settings).extract(docs)
+    pool = build_engine(msgspec.structs.replace(settings, device="cpu,cpu"))
+    assert isinstance(pool, ReplicaPool) and pool.info.device == "cpu,cpu"
+    shared = pool.extract(docs)
+    assert [dataclasses.asdict(e) for e in shared.extractions] == [dataclasses.asdict(e) for e in single.extractions]
+    assert shared.generated_tokens == single.generated_tokens
