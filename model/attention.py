@@ -26,8 +26,6 @@ import torch.nn.functional as F
 
 from model.kv_cache import KVCache
 
-BACKENDS = ("flash", "flex", "sdpa", "eager")
-
 
 def alibi_slopes(n_head: int) -> torch.Tensor:
     """BLOOM's per-head slopes (geometric, with interleaved extras when n_head is not a power of 2),

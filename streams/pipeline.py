@@ -7,7 +7,6 @@ a document's sake: every inbound message yields at least one outgoing message.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -94,7 +93,3 @@ def _sum_timings(parts: list[Timings]) -> Timings:
         for name in Timings.__struct_fields__:
             setattr(total, name, getattr(total, name) + getattr(part, name))
     return total
-
-
-def monotonic_ms_since(start: float) -> float:
-    return (time.monotonic() - start) * 1000
