@@ -101,17 +101,39 @@ def _kv_len(q_pos: torch.Tensor, cache: KVCache) -> int:
     # Decode steps run compiled with fixed shapes: attend over the whole cache. Prefill runs eagerly:
     # attend only over the filled part, which is much shorter than a cache sized for generation.
     # (The last slot is the trash slot padding tokens write to; see generate.prefill.)
+    # Rounded up to whole KV_CHUNKs, which eager attention sums over (see _eager).
     length = cache.k.shape[1]
-    return length if q_pos.shape[1] == 1 else int(q_pos[q_pos < length - 1].max()) + 1
+    if q_pos.shape[1] == 1:
+        return length
+    filled = int(q_pos[q_pos < length - 1].max()) + 1
+    return min(length, -(-filled // KV_CHUNK) * KV_CHUNK)
+
+
+# Keys are summed over in chunks of this many (cache lengths are multiples of it).
+KV_CHUNK = 64
 
 
 def _eager(q, k, v, cache, q_pos, slopes):
     keys, values = cache.update(q_pos, k, v)
     kv_len = _kv_len(q_pos, cache)
     keys, values = keys[:, :kv_len].transpose(1, 2), values[:, :kv_len].transpose(1, 2)  # [B, H, L, D]
-    scores = torch.matmul(q.transpose(1, 2), keys.transpose(-1, -2)).float() / math.sqrt(q.shape[-1])
-    probs = torch.softmax(scores + _bias(q_pos, kv_len, slopes), dim=-1).to(q.dtype)
-    return torch.matmul(probs, values).transpose(1, 2)
+    # Scores in fp32 whatever the weights' dtype, so BLOOM's own ALiBi form (slope * key position)
+    # loses nothing; built in place, as these [B, H, S, L] tensors are the prefill's largest.
+    scores = torch.matmul(q.transpose(1, 2), keys.transpose(-1, -2)).float()
+    positions = torch.arange(kv_len, device=q.device)
+    scores.mul_(1 / math.sqrt(q.shape[-1])).add_(slopes.to(q.device)[None, :, None, None] * positions)
+    scores.masked_fill_((positions[None, None, :] > q_pos[:, :, None])[:, None], float("-inf"))
+    probs = torch.softmax(scores, dim=-1).to(q.dtype)
+    # probs @ values in fixed chunks of keys, summed in order: a GEMM's rounding depends on its
+    # reduction length, so one long matmul would make a row's output depend on how far its batch
+    # mates reach; chunks past a row's last key add exact zeros.
+    b, h, s, length = probs.shape
+    chunks = length // KV_CHUNK
+    partial = probs.view(b, h, s, chunks, KV_CHUNK).transpose(2, 3) @ values.reshape(b, h, chunks, KV_CHUNK, -1)
+    out = partial[:, :, 0]
+    for chunk in range(1, chunks):  # in order: torch.sum may pair terms differently by count
+        out = out + partial[:, :, chunk]
+    return out.transpose(1, 2)
 
 
 def _sdpa(q, k, v, cache, q_pos, slopes):

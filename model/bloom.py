@@ -17,6 +17,11 @@ from transformers import BloomConfig, PreTrainedModel
 from model.attention import Attend, alibi_slopes
 from model.kv_cache import KVCache
 
+# Below 8 rows the CPU's GEMM switches kernels (gemv, small-M paths) and rounds differently (by
+# 1e-5 in logits, measured); every matmul gets at least 8 rows so that a row's numbers do not
+# depend on how many rows share the call.
+MIN_GEMM_ROWS = 8
+
 
 @dataclass(frozen=True)
 class BloomShape:
@@ -109,7 +114,10 @@ class Bloom(nn.Module):
         for block, cache in zip(self.h, self.caches, strict=True):
             x = block(x, cache, q_pos, self.slopes, attend)
         x = x[:, 0] if last is None else x[torch.arange(x.shape[0], device=x.device), last]
-        return F.linear(self.ln_f(x), self.word_embeddings.weight).float()
+        rows = x.shape[0]
+        if rows < MIN_GEMM_ROWS:
+            x = F.pad(x, (0, 0, 0, MIN_GEMM_ROWS - rows))
+        return F.linear(self.ln_f(x), self.word_embeddings.weight)[:rows].float()
 
     def new_caches(self, batch: int, max_len: int) -> nn.ModuleList:
         weight = self.word_embeddings.weight

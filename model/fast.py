@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from model.attention import make_attention, pick_backend
-from model.bloom import Bloom
+from model.bloom import MIN_GEMM_ROWS, Bloom
 from model.config import EngineSettings
 from model.engine import BatchResult, decode_settings
 from model.generate import decode_n_tokens, make_decode_one_token, prefill
@@ -28,9 +28,6 @@ from schemas.messages import Document, ModelInfo, Timings
 LENGTH_BUCKET = 64
 # A shared prefix shorter than this is not worth a separate prefill and a cache copy.
 MIN_SHARED_PREFIX = 8
-# Below 8 rows the CPU's GEMM switches kernels (gemv and small-M paths) and rounds differently;
-# padding every batch to at least 8 rows keeps a document's numbers independent of its batch.
-MIN_ROWS = 8
 
 
 @dataclass
@@ -147,34 +144,33 @@ class FastEngine:
         self, group: list[DocPrompts], timings: Timings, observe: Callable[[torch.Tensor], None] | None = None
     ) -> list[list[Generation]]:
         started = time.perf_counter()
-        rows = [(d, p) for d in group for p in d.prompts]
-        n_rows = max(MIN_ROWS, batch_bucket(len(rows)) if self.compiled else len(rows))
+        # Documents without a shared prefix first: their full prompts and the others' short
+        # suffixes are prefilled in two calls, so a suffix is never padded to a full prompt's width.
+        order = sorted(range(len(group)), key=lambda i: group[i].shared > 0)
+        docs = [group[i] for i in order]
+        rows = [(d, p) for d in docs for p in d.prompts]
+        n_rows = max(MIN_GEMM_ROWS, batch_bucket(len(rows)) if self.compiled else len(rows))
         longest = max(len(p) for _, p in rows)
         # Room for the longest generation, plus the trash slot padding tokens write to.
         caches = self.caches("rows", n_rows, bucket(longest + self.settings.max_new_tokens + 1, LENGTH_BUCKET))
-
-        starts = self._prefill_shared(group, rows, caches)
-        suffixes = [p[start:] for (_, p), start in zip(rows, starts, strict=True)]
-        suffixes += [[self.pad_id]] * (n_rows - len(rows))
-        starts += [0] * (n_rows - len(rows))
+        self._copy_shared_prefixes(docs, rows, caches)
+        split = sum(len(d.prompts) for d in docs if not d.shared)
+        logits = [self._prefill_rows(caches, rows, lo, hi) for lo, hi in ((0, split), (split, len(rows))) if hi > lo]
+        # Rows that only pad the batch to its compiled shape start from any finite logits.
+        logits.append(torch.zeros(n_rows - len(rows), self.model.shape.vocab_size, device=self.device))
         self.model.caches = caches
-        logits = prefill(
-            self.model,
-            self.attend,
-            self._padded(suffixes),
-            self._tensor(starts),
-            self._tensor([len(s) for s in suffixes]),
-        )
         self._sync()
         decode_started = time.perf_counter()
         timings.prefill_ms += (decode_started - started) * 1000
 
-        ends = self._tensor([start + len(s) for start, s in zip(starts, suffixes, strict=True)])
+        if observe is not None:
+            observe = self._in_group_order(observe, group, order)
+        ends = self._tensor([len(p) for _, p in rows] + [1] * (n_rows - len(rows)))
         padding = self._tensor([False] * len(rows) + [True] * (n_rows - len(rows)), torch.bool)
         steps = decode_n_tokens(
             self.model,
             self.decode_step,
-            logits,
+            torch.cat(logits),
             ends,
             self.settings.max_new_tokens,
             self.eos_id,
@@ -184,18 +180,37 @@ class FastEngine:
         )
         flat = collect_generations(steps, self.eos_id)[: len(rows)]
         timings.decode_ms += _ms_since(decode_started)
-        out, cursor = [], 0
-        for doc in group:
-            out.append(flat[cursor : cursor + len(doc.prompts)])
+        out: list[list[Generation]] = [[] for _ in group]
+        cursor = 0
+        for i, doc in zip(order, docs, strict=True):
+            out[i] = flat[cursor : cursor + len(doc.prompts)]
             cursor += len(doc.prompts)
         return out
 
-    def _prefill_shared(self, group: list[DocPrompts], rows, caches: nn.ModuleList) -> list[int]:
-        """Prefill each document's shared prefix once and copy its KV into the rows of its prompts;
-        returns, per row, the position its own (unshared) tokens start at."""
-        sharing = [d for d in group if d.shared]
+    def _in_group_order(self, observe, group: list[DocPrompts], order: list[int]):
+        """`observe`, fed the batch's logits rows in the group's order of prompts (the batch's own
+        order puts documents without a shared prefix first)."""
+        first_row, cursor = {}, 0
+        for i in order:
+            first_row[i] = cursor
+            cursor += len(group[i].prompts)
+        rows = self._tensor([first_row[i] + j for i, doc in enumerate(group) for j in range(len(doc.prompts))])
+        return lambda logits: observe(logits[rows])
+
+    def _prefill_rows(self, caches: nn.ModuleList, rows, lo: int, hi: int) -> torch.Tensor:
+        """Prefill rows lo..hi of the batch from where their shared prefix (if any) ends."""
+        self.model.caches = nn.ModuleList(c.view(hi - lo, c.k.shape[1], start=lo) for c in caches)
+        starts = [d.shared for d, _ in rows[lo:hi]]
+        tokens = [p[start:] for (_, p), start in zip(rows[lo:hi], starts, strict=True)]
+        return prefill(
+            self.model, self.attend, self._padded(tokens), self._tensor(starts), self._tensor([len(t) for t in tokens])
+        )
+
+    def _copy_shared_prefixes(self, docs: list[DocPrompts], rows, caches: nn.ModuleList) -> None:
+        """Prefill each document's shared prefix once and copy its KV into the rows of its prompts."""
+        sharing = [d for d in docs if d.shared]
         if not sharing:
-            return [0] * len(rows)
+            return
         width = max(d.shared for d in sharing)
         prefix_caches = self.caches("prefix", len(sharing), bucket(width + 1, LENGTH_BUCKET))
         self.model.caches = prefix_caches
@@ -209,7 +224,6 @@ class FastEngine:
         for cache, prefix in zip(caches, prefix_caches, strict=True):
             cache.k[targets, :width] = prefix.k[sources, :width]
             cache.v[targets, :width] = prefix.v[sources, :width]
-        return [d.shared for d, _ in rows]
 
     def caches(self, pool: str, batch: int, length: int) -> nn.ModuleList:
         """Views of `batch` rows and `length` positions into the pool's preallocated buffers."""
@@ -218,9 +232,14 @@ class FastEngine:
             if length > self.max_len:
                 raise ValueError(f"{length} positions exceed the cache's {self.max_len}; prompts must be fitted first")
             rows = batch_bucket(batch)
-            if (pool, rows) not in self._buffers:
-                self._buffers[(pool, rows)] = self.model.new_caches(rows, self.max_len)
-            full = self._buffers[(pool, rows)]
+            full = self._buffers.get((pool, rows))
+            if full is None or full[0].k.shape[1] < length:
+                # Grow to what is asked (at least doubling, at most the window): a full-window cache
+                # for every bucket up front would cost seconds of zero-filling and idle memory.
+                grown = length if full is None else min(self.max_len, max(length, 2 * full[0].k.shape[1]))
+                full = self._buffers[(pool, rows)] = self.model.new_caches(rows, grown)
+                for stale in [k for k in self._views if k[0] == pool and batch_bucket(k[1]) == rows]:
+                    del self._views[stale]
             self._views[key] = nn.ModuleList(cache.view(batch, length) for cache in full)
         return self._views[key]
 
@@ -229,7 +248,8 @@ class FastEngine:
 
     def _padded(self, sequences: list[list[int]]) -> torch.Tensor:
         # Right padding: every row starts at position 0 of the ragged cache (see model/attention.py).
-        width = max(len(s) for s in sequences)
+        # At least MIN_GEMM_ROWS columns, so that even one short row gives the layers' GEMMs 8 rows.
+        width = max(MIN_GEMM_ROWS, *(len(s) for s in sequences))
         return self._tensor([s + [self.pad_id] * (width - len(s)) for s in sequences])
 
     def _tensor(self, values, dtype: torch.dtype = torch.long) -> torch.Tensor:

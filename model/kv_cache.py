@@ -23,9 +23,10 @@ class KVCache(nn.Module):
         shape = (batch, max_len, n_head, head_dim)
         return cls(torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype, device=device))
 
-    def view(self, batch: int, length: int) -> KVCache:
-        """The first `batch` rows and `length` positions, sharing this cache's storage."""
-        return KVCache(self.k[:batch, :length], self.v[:batch, :length])
+    def view(self, batch: int, length: int, start: int = 0) -> KVCache:
+        """`batch` rows from `start`, and the first `length` positions, sharing this cache's storage."""
+        rows = slice(start, start + batch)
+        return KVCache(self.k[rows, :length], self.v[rows, :length])
 
     def update(self, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Write k, v [B, S, H, D] at per-row positions [B, S]; returns the whole cache."""
