@@ -98,12 +98,12 @@ def _bias(q_pos: torch.Tensor, kv_len: int, slopes: torch.Tensor) -> torch.Tenso
 
 
 def _kv_len(q_pos: torch.Tensor, cache: KVCache) -> int:
-    # Decode steps run compiled with fixed shapes: attend over the whole cache. Prefill runs eagerly:
-    # attend only over the filled part, which is much shorter than a cache sized for generation.
+    # A compiled decode step needs fixed shapes: it attends over the whole cache. Otherwise attend
+    # only over the filled part, which is much shorter than a cache sized for generation.
     # (The last slot is the trash slot padding tokens write to; see generate.prefill.)
     # Rounded up to whole KV_CHUNKs, which eager attention sums over (see _eager).
     length = cache.k.shape[1]
-    if q_pos.shape[1] == 1:
+    if q_pos.shape[1] == 1 and torch.compiler.is_compiling():
         return length
     filled = int(q_pos[q_pos < length - 1].max()) + 1
     return min(length, -(-filled // KV_CHUNK) * KV_CHUNK)

@@ -95,7 +95,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         texts = [raw["text"] for raw, _ in sample_documents(300, seed=1)]
         directory = build_tiny_bloom(
-            Path(tmp), texts, hidden_size=args.hidden, n_layer=args.layers, n_head=args.heads, vocab_size=4000
+            Path(tmp),
+            texts,
+            hidden_size=args.hidden,
+            n_layer=args.layers,
+            n_head=args.heads,
+            vocab_size=4000,
+            # BLOOM's default init gives near-uniform logits, where 1e-6 of rounding flips near-ties.
+            initializer_range=0.3,
         )
         _widen_vocab(directory, args.vocab)
         settings = EngineSettings(path=str(directory), max_new_tokens=args.new_tokens, prompts_per_forward=64)
