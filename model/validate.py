@@ -27,6 +27,8 @@ class Extraction:
     reasons: list[ReviewReason] = field(default_factory=list)
     alarms: list[EntropyAlarm] = field(default_factory=list)
     alarmed_steps: int = 0
+    # Re-generations the validation loop asked for (none yet: the reference engine decodes once).
+    retries: int = 0
 
     @property
     def needs_review(self) -> bool:

@@ -17,6 +17,7 @@ from model.engine import BatchResult, Engine
 from model.validate import Extraction
 from schemas.decode import DocumentError, decode_document
 from schemas.messages import Document, ErrorCode, Processing, Timings
+from streams import metrics
 from streams.batching import Failed, run_isolated
 from streams.routing import Inbound, Outgoing, dead_letter, route_extraction, route_failure, route_rejection
 from streams.settings import Settings
@@ -57,11 +58,17 @@ class Pipeline:
         results = run_isolated(run, [doc for _, doc, _ in accepted])
         batch_timings = _sum_timings(timings)
         completed_at = datetime.now(UTC)
+        if accepted:
+            metrics.observe_model_timings(batch_timings)
+            metrics.record_gpu_memory(self.engine.info.device)
+        serialise_started = time.monotonic()
         out: list[Outgoing] = []
         for (inbound, doc, queued), result in zip(accepted, results, strict=True):
+            metrics.observe_stage("queue", queued / 1000)
             try:
                 if isinstance(result, Failed):
                     log.error("engine failed on %s: %r", doc.doc_id, result.error)
+                    metrics.ENGINE_FAILURES.inc()
                     out.extend(
                         route_failure(inbound, doc, result.error, self.settings.topics, self.worker_id, completed_at)
                     )
@@ -76,6 +83,7 @@ class Pipeline:
                     batch_size=len(accepted),
                     timings=msgspec.structs.replace(batch_timings, queue_ms=queued),
                 )
+                metrics.VALIDATION_RETRIES.inc(result.retries)
                 out.extend(route_extraction(doc, result, self.engine.info, processing, self.settings.topics))
             except Exception as exc:  # a routing bug must cost one document, not the batch
                 log.exception("could not route %s", doc.doc_id)
@@ -85,6 +93,8 @@ class Pipeline:
                         inbound, ErrorCode.PROCESSING_FAILED, message, doc.doc_id, self.settings.topics, self.worker_id
                     )
                 )
+        if accepted:
+            metrics.observe_stage("serialise", time.monotonic() - serialise_started)
         return out
 
 

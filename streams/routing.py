@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -47,6 +48,8 @@ class Outgoing:
     topic: str
     key: bytes | None
     value: bytes
+    # Not sent: the document's submitted_at, for the end-to-end latency metric once the write is acked.
+    submitted_at: datetime | None = None
 
 
 def route_extraction(
@@ -71,8 +74,9 @@ def route_extraction(
     )
     key = doc.doc_id.encode()
     if not extraction.needs_review:
-        return [Outgoing(topics.fields, key, _encoder.encode(FieldRecord(**common)))]
-    out = [Outgoing(topics.review, key, _encoder.encode(ReviewRecord(**common, reasons=extraction.reasons)))]
+        return [Outgoing(topics.fields, key, _encoder.encode(FieldRecord(**common)), doc.submitted_at)]
+    review = ReviewRecord(**common, reasons=extraction.reasons)
+    out = [Outgoing(topics.review, key, _encoder.encode(review), doc.submitted_at)]
     if extraction.alarms:
         worst = max(a.entropy_nats for a in extraction.alarms)
         alert = AlertRecord(
@@ -111,8 +115,9 @@ def route_failure(
         worker_id=worker_id,
         raised_at=now,
     )
+    record = dead_letter(inbound, ErrorCode.PROCESSING_FAILED, message, doc.doc_id, topics, worker_id)
     return [
-        dead_letter(inbound, ErrorCode.PROCESSING_FAILED, message, doc.doc_id, topics, worker_id),
+        dataclasses.replace(record, submitted_at=doc.submitted_at),
         Outgoing(topics.alerts, doc.doc_id.encode(), _encoder.encode(alert)),
     ]
 

@@ -51,7 +51,7 @@ class BatchSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class WorkerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     app_id: str = "seqstream"
     worker_id: str = msgspec.field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
-    # Faust's web server (0 = off); the metrics endpoint will live here.
+    # Faust's web server (0 = off); it serves /metrics, /healthz and /readyz.
     web_port: int = 0
     log_level: str = "info"
     data_dir: str = "var/faust"
