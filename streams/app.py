@@ -151,7 +151,9 @@ def _add_operations_pages(app: faust.App, settings: Settings, pipeline: Pipeline
         return self.json(body, status=200 if state.ready else 503)
 
     @app.timer(LAG_INTERVAL_S)
-    async def update_lag() -> None:
+    async def update_lag_and_readiness() -> None:
+        # Also here, not only on /readyz: the ready gauge must be fresh for Prometheus on its own.
+        metrics.READY.set(1 if (await readiness()).ready else 0)
         partitions = assigned_raw_partitions()
         try:
             lag = await asyncio.get_running_loop().run_in_executor(probe_thread, probe.lag, partitions)
