@@ -110,6 +110,33 @@ def tail(
 
 
 @cli.command()
+@click.option("--from-beginning/--latest", default=False, help="Replay the topic, or show only new alerts.")
+@click.option("--max-messages", type=int, default=None, help="Stop after this many alerts.")
+@click.option("--idle-timeout", type=float, default=None, help="Stop after this many seconds without an alert.")
+@click.option("--webhook", help="POST each alert's JSON here (default: SEQSTREAM_ALERTS__WEBHOOK_URL).")
+@click.pass_context
+def alerts(
+    ctx: click.Context, from_beginning: bool, max_messages: int | None, idle_timeout: float | None, webhook: str | None
+) -> None:
+    """Follow the alerts topic as a live table (document, kind, step, entropy, chosen token, alternatives)."""
+    from streams.alerts import follow_alerts
+
+    settings = _settings(ctx)
+    if webhook:
+        settings.alerts.webhook_url = webhook
+    shown, failures = follow_alerts(
+        settings, from_beginning=from_beginning, max_messages=max_messages, idle_timeout=idle_timeout
+    )
+    click.echo(
+        f"{shown} alerts shown"
+        + (f", forwarded to {settings.alerts.webhook_url}" if settings.alerts.webhook_url else ""),
+        err=True,
+    )
+    if failures:
+        raise click.ClickException(f"{failures} alerts could not be delivered to the webhook")
+
+
+@cli.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="JSONL out (default: stdout).")
 @click.pass_context

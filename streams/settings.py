@@ -57,12 +57,21 @@ class WorkerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     data_dir: str = "var/faust"
 
 
+class AlertSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    # `seqstream alerts` POSTs each alert record's JSON here when set.
+    webhook_url: str = ""
+    webhook_timeout_s: float = 5.0
+    # A webhook that is down must not stall the table: a few tries, then the alert is reported as not sent.
+    webhook_attempts: int = 3
+
+
 class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     kafka: KafkaSettings = msgspec.field(default_factory=KafkaSettings)
     topics: TopicSettings = msgspec.field(default_factory=TopicSettings)
     batch: BatchSettings = msgspec.field(default_factory=BatchSettings)
     model: EngineSettings = msgspec.field(default_factory=EngineSettings)
     worker: WorkerSettings = msgspec.field(default_factory=WorkerSettings)
+    alerts: AlertSettings = msgspec.field(default_factory=AlertSettings)
 
 
 def load_settings(environ: Mapping[str, str] | None = None, **overrides: dict[str, Any]) -> Settings:
