@@ -1,4 +1,4 @@
-"""The Faust app: the raw topic in, four output topics out, one thin agent between.
+"""The Faust app: the raw topic in, four output topics (five with the audit trail) out, one thin agent between.
 
 Offsets: `noack_take` leaves every event un-acked until all outputs of its batch are acknowledged
 by the broker. Faust's `take()` would ack a batch even when its handler raised, losing it; a
@@ -48,9 +48,15 @@ def create_app(settings: Settings, pipeline: Pipeline) -> faust.App:
     t = settings.topics
     outputs = {
         name: app.topic(name, key_serializer="raw", value_serializer="raw")
-        for name in (t.fields, t.review, t.alerts, t.dead_letter)
+        for name in (t.fields, t.review, t.alerts, t.dead_letter, t.audit)
     }
-    outcome_of = {t.fields: "fields", t.review: "review", t.alerts: "alert", t.dead_letter: "dead_letter"}
+    outcome_of = {
+        t.fields: "fields",
+        t.review: "review",
+        t.alerts: "alert",
+        t.dead_letter: "dead_letter",
+        t.audit: "audit",
+    }
     # One model thread: the GPU runs one batch at a time, and the event loop stays free for
     # heartbeats and fetching while it does.
     model_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model")
@@ -66,7 +72,7 @@ def create_app(settings: Settings, pipeline: Pipeline) -> faust.App:
         for o in outgoing:
             outcome = outcome_of[o.topic]
             metrics.OUTPUTS.labels(outcome=outcome).inc()
-            if o.submitted_at is not None and outcome != "alert":
+            if o.submitted_at is not None and outcome not in ("alert", "audit"):
                 metrics.END_TO_END_SECONDS.observe(max((acked_at - o.submitted_at).total_seconds(), 0.0))
 
     @app.agent(raw_topic, name="extract")

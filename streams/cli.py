@@ -137,6 +137,32 @@ def alerts(
 
 
 @cli.command()
+@click.argument("doc_id")
+@click.option("--idle-timeout", type=float, default=5.0, show_default=True, help="Seconds of silence = end of topic.")
+@click.option("--raw", "raw_json", is_flag=True, help="Print the audit record as JSON.")
+@click.pass_context
+def audit(ctx: click.Context, doc_id: str, idle_timeout: float, raw_json: bool) -> None:
+    """Print the per-token decode trace behind DOC_ID's latest record (needs SEQSTREAM_WORKER__AUDIT=true)."""
+    import msgspec
+
+    from schemas.messages import AuditRecord
+    from streams.kafka_io import consume
+    from streams.show import describe_audit
+
+    settings = _settings(ctx)
+    key = doc_id.encode()
+    latest = None
+    # Compacted and keyed by doc_id: the last record with the key is the current trace.
+    for message in consume(settings, [settings.topics.audit], idle_timeout=idle_timeout):
+        if message.key() == key:
+            latest = message.value()
+    if latest is None:
+        raise click.ClickException(f"no audit record for {doc_id!r} on {settings.topics.audit}")
+    record = msgspec.json.decode(latest, type=AuditRecord)
+    click.echo(latest.decode() if raw_json else describe_audit(record))
+
+
+@cli.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="JSONL out (default: stdout).")
 @click.pass_context

@@ -49,7 +49,7 @@ INPUT_MESSAGES = Counter("seqstream_input_messages", "Raw-topic messages process
 OUTPUTS = Counter(
     "seqstream_outputs",
     "Output records written and acknowledged, by outcome. Each input ends in exactly one of fields, review "
-    "or dead_letter; an alert comes in addition to its document's review or dead letter.",
+    "or dead_letter; an alert (and, with the audit trail on, an audit record) comes in addition.",
     ["outcome"],
     registry=REGISTRY,
 )
@@ -82,7 +82,7 @@ READY = Gauge(
     registry=REGISTRY,
 )
 
-OUTCOMES = ("fields", "review", "alert", "dead_letter")
+OUTCOMES = ("fields", "review", "alert", "dead_letter", "audit")
 MODEL_STAGES = ("tokenize", "prefill", "decode", "postprocess")
 STAGES = ("queue", *MODEL_STAGES, "serialise", "produce")
 

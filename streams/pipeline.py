@@ -19,7 +19,15 @@ from schemas.decode import DocumentError, decode_document
 from schemas.messages import Document, ErrorCode, Processing, Timings
 from streams import metrics
 from streams.batching import Failed, run_isolated
-from streams.routing import Inbound, Outgoing, dead_letter, route_extraction, route_failure, route_rejection
+from streams.routing import (
+    Inbound,
+    Outgoing,
+    audit_trail,
+    dead_letter,
+    route_extraction,
+    route_failure,
+    route_rejection,
+)
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -85,6 +93,8 @@ class Pipeline:
                 )
                 metrics.VALIDATION_RETRIES.inc(result.retries)
                 out.extend(route_extraction(doc, result, self.engine.info, processing, self.settings.topics))
+                if self.settings.worker.audit:
+                    out.append(audit_trail(doc, result, self.engine.info, processing, self.settings.topics))
             except Exception as exc:  # a routing bug must cost one document, not the batch
                 log.exception("could not route %s", doc.doc_id)
                 message = f"could not build the output record: {type(exc).__name__}: {exc}"

@@ -18,13 +18,16 @@ from model.validate import Extraction
 from schemas.decode import DocumentError
 from schemas.messages import (
     AlertRecord,
+    AuditRecord,
     DeadLetter,
     Document,
     ErrorCode,
     FieldRecord,
     ModelInfo,
     Processing,
+    PromptTrace,
     ReviewRecord,
+    TokenTrace,
 )
 from streams.settings import TopicSettings
 
@@ -94,6 +97,42 @@ def route_extraction(
         )
         out.append(Outgoing(topics.alerts, key, _encoder.encode(alert)))
     return out
+
+
+def audit_trail(
+    doc: Document, extraction: Extraction, model: ModelInfo, processing: Processing, topics: TopicSettings
+) -> Outgoing:
+    """Every decode step behind the document's record, for the audit topic."""
+    prompts = []
+    for chunk, trace in enumerate(extraction.traces):
+        g = trace.generation
+        tokens = [
+            TokenTrace(
+                step=step,
+                token_id=token_id,
+                text=trace.token_texts[step],
+                prob=g.probs[step],
+                margin=g.probs[step] - _runner_up(g.top_ids[step], g.top_probs[step], token_id),
+                entropy_nats=g.entropies[step],
+                forced=bool(g.forced and g.forced[step]),
+                drafted=bool(g.drafted and g.drafted[step]),
+            )
+            for step, token_id in enumerate(g.token_ids)
+        ]
+        prompts.append(PromptTrace(chunk=chunk, labels=list(trace.labels), finished=g.finished, tokens=tokens))
+    record = AuditRecord(
+        doc_id=doc.doc_id,
+        trace_id=doc.trace_id,
+        model=model,
+        retries=extraction.retries,
+        prompts=prompts,
+        processing=processing,
+    )
+    return Outgoing(topics.audit, doc.doc_id.encode(), _encoder.encode(record))
+
+
+def _runner_up(top_ids: list[int], top_probs: list[float], chosen: int) -> float:
+    return next((p for token_id, p in zip(top_ids, top_probs, strict=True) if token_id != chosen), 0.0)
 
 
 def route_rejection(inbound: Inbound, error: DocumentError, topics: TopicSettings, worker_id: str) -> Outgoing:

@@ -34,6 +34,8 @@ class TopicSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     review: str = "seqstream.review"
     alerts: str = "seqstream.alerts"
     dead_letter: str = "seqstream.dead-letter"
+    # Decode traces, written only while worker.audit is on (the topic is created either way).
+    audit: str = "seqstream.audit"
     partitions: int = 6
     replication_factor: int = 1
     raw_retention_ms: int = 7 * 24 * 3600 * 1000
@@ -55,6 +57,8 @@ class WorkerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     web_port: int = 0
     log_level: str = "info"
     data_dir: str = "var/faust"
+    # Write every record's per-token decode trace to the audit topic (costs bytes; see ops/BENCHMARKS.md).
+    audit: bool = False
 
 
 class AlertSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

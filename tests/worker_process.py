@@ -39,6 +39,7 @@ def isolated_settings(
         "SEQSTREAM_TOPICS__REVIEW": f"t{run}.review",
         "SEQSTREAM_TOPICS__ALERTS": f"t{run}.alerts",
         "SEQSTREAM_TOPICS__DEAD_LETTER": f"t{run}.dead-letter",
+        "SEQSTREAM_TOPICS__AUDIT": f"t{run}.audit",
         "SEQSTREAM_TOPICS__PARTITIONS": "3",
         "SEQSTREAM_WORKER__APP_ID": f"seqstream-test-{run}",
         "SEQSTREAM_WORKER__DATA_DIR": str(data_dir),
