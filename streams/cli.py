@@ -217,6 +217,58 @@ def demo(ctx: click.Context, documents: int, keep_running: bool) -> None:
     run_demo(_settings(ctx), documents=documents, keep_running=keep_running)
 
 
+@cli.group()
+def bench() -> None:
+    """Benchmarks on a real broker and real worker processes (run from a source checkout)."""
+
+
+@bench.command("pipeline")
+@click.option("--documents", type=int, default=64, show_default=True, help="Corpus size per run.")
+@click.option("--max-new-tokens", type=int, default=32, show_default=True)
+@click.option("--batch-sizes", default="1,4,16,32", show_default=True, help="Burst runs; 1 is the naive design.")
+@click.option("--windows-ms", default="5,50,200", show_default=True, help="Paced runs at --window-batch.")
+@click.option("--window-batch", type=int, default=32, show_default=True)
+@click.option("--rate", type=float, default=None, help="Paced arrival rate, docs/s (default: half the burst rate).")
+@click.option("--hidden-size", type=int, default=256, show_default=True, help="Of the random BLOOM model built.")
+@click.option("--layers", type=int, default=4, show_default=True)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("ops/bench"))
+@click.pass_context
+def bench_pipeline(
+    ctx: click.Context,
+    documents: int,
+    max_new_tokens: int,
+    batch_sizes: str,
+    windows_ms: str,
+    window_batch: int,
+    rate: float | None,
+    hidden_size: int,
+    layers: int,
+    out_dir: Path,
+) -> None:
+    """Throughput, latency percentiles and stage breakdown; micro-batched beside naive; PNG plots."""
+    import os
+
+    from ops.bench_pipeline import BenchPlan, report_markdown, run_benchmark
+
+    plan = BenchPlan(
+        documents=documents,
+        max_new_tokens=max_new_tokens,
+        batch_sizes=tuple(int(x) for x in batch_sizes.split(",") if x),
+        windows_ms=tuple(float(x) for x in windows_ms.split(",") if x),
+        window_batch=window_batch,
+        rate_per_s=rate,
+        hidden_size=hidden_size,
+        n_layer=layers,
+    )
+    # A broker named anywhere (option or environment) is used; otherwise the benchmark starts its own.
+    configured = ctx.find_root().params.get("bootstrap") or "SEQSTREAM_KAFKA__BOOTSTRAP_SERVERS" in os.environ
+    bootstrap = _settings(ctx).kafka.bootstrap_servers if configured else None
+    summary = run_benchmark(plan, out_dir, bootstrap, echo=click.echo)
+    click.echo(report_markdown(summary))
+    for path in summary["plots"]:
+        click.echo(f"wrote {path}")
+
+
 def _engine(settings: Settings):
     from model.engine import build_engine
     from model.loading import ModelNotFoundError
