@@ -25,6 +25,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -284,12 +285,13 @@ def run_benchmark(plan: BenchPlan, out_dir: Path, bootstrap: str | None, echo=pr
                 )
             )
             echo(f"  {results[-1].throughput_per_s:.2f} docs/s, P95 {results[-1].percentile(95):.2f} s")
+        from transformers import AutoTokenizer
+
+        vocab = len(AutoTokenizer.from_pretrained(model_dir))
     finally:
         if broker is not None:
             broker.stop()
-    from transformers import AutoTokenizer
-
-    vocab = len(AutoTokenizer.from_pretrained(model_dir))
+        shutil.rmtree(work, ignore_errors=True)
     summary = summarise(plan, results, vocab)
     # Other processes on the machine change every number here; the report says how busy it was.
     summary["machine"] = {"cpus": os.cpu_count(), "load_before": load_before, "load_after": os.getloadavg()}

@@ -76,6 +76,9 @@ def _knob(results: list[RunResult], xs: list[float], xlabel: str, path: Path, lo
     other = ax.twinx()
     other.plot(xs, [r.percentile(95) for r in results], "s--", color="tab:red")
     other.set_ylabel("P95 end-to-end latency, s", color="tab:red")
+    # From zero: a paced run's throughput is its arrival rate, and noise must not look like a trend.
+    ax.set_ylim(bottom=0)
+    other.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
     fig.savefig(path)
