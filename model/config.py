@@ -11,7 +11,13 @@ DEFAULT_MODEL = "DAMO-NLP/SeqGPT-560M"
 
 class EngineSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     path: str = DEFAULT_MODEL
-    engine: Literal["reference"] = "reference"
+    # "fast": our BLOOM runner (model/fast.py); "reference": transformers' generate(), the oracle.
+    engine: Literal["fast", "reference"] = "fast"
+    # auto = the best this machine has: flash-attn, else FlexAttention on CUDA; SDPA on CPU.
+    attention: Literal["auto", "flash", "flex", "sdpa", "eager"] = "auto"
+    # Compile the decode step (CUDA graphs on GPU); auto = on CUDA only, where it pays for itself.
+    compile: Literal["auto", "on", "off"] = "auto"
+    prefix_sharing: bool = True
     device: str = "auto"
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     max_new_tokens: int = 128

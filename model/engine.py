@@ -15,6 +15,7 @@ from schemas.messages import DecodeSettings, Document, ModelInfo, Timings
 class BatchResult:
     extractions: list[Extraction]
     timings: Timings = field(default_factory=Timings)
+    generated_tokens: int = 0
 
 
 class Engine(Protocol):
@@ -36,7 +37,24 @@ def decode_settings(settings: EngineSettings) -> DecodeSettings:
 
 
 def build_engine(settings: EngineSettings) -> Engine:
-    from model.loading import load_model
-    from model.reference import ReferenceEngine
+    """The configured engine, one replica per device when several are visible or listed."""
+    import msgspec
 
-    return ReferenceEngine(load_model(settings), settings)
+    from model.replicas import ReplicaPool, visible_devices
+
+    devices = visible_devices(settings.device)
+    engines = [_single_engine(msgspec.structs.replace(settings, device=d)) for d in devices]
+    return engines[0] if len(engines) == 1 else ReplicaPool(engines)
+
+
+def _single_engine(settings: EngineSettings) -> Engine:
+    from model.loading import load_model
+
+    loaded = load_model(settings)
+    if settings.engine == "reference":
+        from model.reference import ReferenceEngine
+
+        return ReferenceEngine(loaded, settings)
+    from model.fast import FastEngine
+
+    return FastEngine(loaded, settings)

@@ -4,6 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from transformers import PreTrainedTokenizerBase
+
+from schemas.messages import Document
+
+# Tokens between the text and the window's end that a re-tokenised boundary may claim.
+BOUNDARY_SLACK = 4
+
 TASK_WORDS = {"extract": "抽取", "classify": "分类"}
 LABEL_JOINER = "，"  # full-width comma, U+FF0C
 GEN_TOKEN = "[GEN]"
@@ -19,3 +26,42 @@ def chunk_labels(labels: Sequence[str], size: int) -> list[tuple[str, ...]]:
     Classification keeps the whole label set in one prompt: the model must choose among all of them.
     """
     return [tuple(labels[i : i + size]) for i in range(0, len(labels), size)]
+
+
+def prompt_chunks(doc: Document, labels_per_prompt: int) -> list[tuple[str, ...]]:
+    if doc.task == "classify":
+        return [doc.labels]
+    return chunk_labels(doc.labels, labels_per_prompt)
+
+
+def encode(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:
+    return tokenizer(text)["input_ids"]
+
+
+def fit_text(
+    tokenizer: PreTrainedTokenizerBase, doc: Document, chunks: list[tuple[str, ...]], max_input_tokens: int
+) -> tuple[str, bool]:
+    """The document text, cut at its tail if its longest prompt would exceed the input window.
+
+    Never at its head: the reference code's left truncation silently drops a document's start.
+    """
+    overhead = max(len(encode(tokenizer, build_prompt("", doc.task, c))) for c in chunks)
+    offsets = tokenizer(doc.text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    if overhead + len(offsets) <= max_input_tokens:
+        return doc.text, False
+    keep = max(max_input_tokens - overhead - BOUNDARY_SLACK, 1)
+    while True:
+        text = doc.text[: offsets[keep - 1][1]]
+        longest = max(len(encode(tokenizer, build_prompt(text, doc.task, c))) for c in chunks)
+        if longest <= max_input_tokens or keep == 1:
+            return text, True
+        keep = max(keep - BOUNDARY_SLACK, 1)
+
+
+def encode_prompts(
+    tokenizer: PreTrainedTokenizerBase, doc: Document, labels_per_prompt: int, max_input_tokens: int
+) -> tuple[list[tuple[str, ...]], list[list[int]], bool]:
+    """The label chunks of a document, the token ids of their prompts, and whether the text was cut."""
+    chunks = prompt_chunks(doc, labels_per_prompt)
+    text, truncated = fit_text(tokenizer, doc, chunks, max_input_tokens)
+    return chunks, [encode(tokenizer, build_prompt(text, doc.task, c)) for c in chunks], truncated

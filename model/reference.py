@@ -15,13 +15,10 @@ from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
 from model.config import EngineSettings
 from model.engine import BatchResult, decode_settings
 from model.loading import LoadedModel
-from model.prompt import build_prompt, chunk_labels
+from model.prompt import encode_prompts
 from model.signals import Generation, StepSignals, collect_generations, step_signals
 from model.validate import interpret
 from schemas.messages import Document, ModelInfo, Timings
-
-# Tokens between the text and the window's end that a re-tokenised boundary may claim.
-BOUNDARY_SLACK = 4
 
 
 @dataclass
@@ -69,21 +66,17 @@ class ReferenceEngine:
             pad_token_id=self.pad_id,
         )
 
-    def chunks_for(self, doc: Document) -> list[tuple[str, ...]]:
-        if doc.task == "classify":
-            return [doc.labels]
-        return chunk_labels(doc.labels, self.settings.labels_per_prompt)
-
     def extract(self, docs: Sequence[Document]) -> BatchResult:
         timings = Timings()
         started = time.perf_counter()
         prompts, chunks, truncated = [], [], []
         for doc_index, doc in enumerate(docs):
-            doc_chunks = self.chunks_for(doc)
-            text, was_cut = self.fit_text(doc, doc_chunks)
+            doc_chunks, token_ids, was_cut = encode_prompts(
+                self.tokenizer, doc, self.settings.labels_per_prompt, self.settings.max_input_tokens
+            )
             chunks.append(doc_chunks)
             truncated.append(was_cut)
-            prompts.extend(Prompt(doc_index, self.encode(build_prompt(text, doc.task, c))) for c in doc_chunks)
+            prompts.extend(Prompt(doc_index, ids) for ids in token_ids)
         timings.tokenize_ms = _ms_since(started)
 
         generations = self.generate_all(prompts, timings)
@@ -97,7 +90,8 @@ class ReferenceEngine:
             for i, doc in enumerate(docs)
         ]
         timings.postprocess_ms = _ms_since(started)
-        return BatchResult(extractions=extractions, timings=timings)
+        tokens = sum(len(g.token_ids) for g in generations)
+        return BatchResult(extractions=extractions, timings=timings, generated_tokens=tokens)
 
     def generate_all(self, prompts: list[Prompt], timings: Timings) -> list[Generation]:
         """Greedy generations in prompt order; prompts of similar length share a forward pass."""
@@ -131,30 +125,8 @@ class ReferenceEngine:
         timings.decode_ms += (finished - first_step) * 1000
         return collect_generations(recorder.steps, self.eos_id)
 
-    def encode(self, text: str) -> list[int]:
-        return self.tokenizer(text)["input_ids"]
-
     def decode(self, token_ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
-
-    def fit_text(self, doc: Document, chunks: list[tuple[str, ...]]) -> tuple[str, bool]:
-        """The document text, cut at its tail if its longest prompt would exceed the input window.
-
-        Never at its head: the reference code's left truncation silently drops a document's start.
-        """
-        budget = self.settings.max_input_tokens
-        overhead = max(len(self.encode(build_prompt("", doc.task, c))) for c in chunks)
-        encoded = self.tokenizer(doc.text, add_special_tokens=False, return_offsets_mapping=True)
-        offsets = encoded["offset_mapping"]
-        if overhead + len(offsets) <= budget:
-            return doc.text, False
-        keep = max(budget - overhead - BOUNDARY_SLACK, 1)
-        while True:
-            text = doc.text[: offsets[keep - 1][1]]
-            longest = max(len(self.encode(build_prompt(text, doc.task, c))) for c in chunks)
-            if longest <= budget or keep == 1:
-                return text, True
-            keep = max(keep - BOUNDARY_SLACK, 1)
 
 
 def _ms_since(started: float) -> float:

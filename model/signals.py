@@ -36,7 +36,8 @@ def step_signals(logits: torch.Tensor, k: int) -> StepSignals:
     return StepSignals(
         chosen=chosen,
         prob=probs.gather(-1, chosen[:, None])[:, 0],
-        entropy=torch.special.entr(probs).sum(dim=-1),
+        # -sum p log p; the clamp makes p = 0 entries contribute 0 instead of 0 * -inf = nan.
+        entropy=-(probs * log_probs.clamp_min(torch.finfo(log_probs.dtype).min)).sum(dim=-1),
         top_ids=top_ids,
         top_probs=top_probs,
     )

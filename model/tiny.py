@@ -52,8 +52,13 @@ def build_tiny_bloom(
     hidden_size: int = 64,
     n_layer: int = 2,
     n_head: int = 4,
+    initializer_range: float = 0.02,
 ) -> Path:
-    """Write a random-weight BLOOM checkpoint with its tokenizer to `directory`; deterministic in `seed`."""
+    """Write a random-weight BLOOM checkpoint with its tokenizer to `directory`; deterministic in `seed`.
+
+    A larger `initializer_range` gives peakier, more varied greedy outputs than BLOOM's default,
+    which makes equivalence tests meaningful (the default model repeats one token).
+    """
     tokenizer = train_tokenizer(corpus, vocab_size)
     config = BloomConfig(
         vocab_size=len(tokenizer),
@@ -63,6 +68,7 @@ def build_tiny_bloom(
         bos_token_id=1,
         eos_token_id=2,
         pad_token_id=3,
+        initializer_range=initializer_range,
     )
     torch.manual_seed(seed)
     model = BloomForCausalLM(config)

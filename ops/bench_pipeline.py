@@ -70,6 +70,7 @@ class RunResult:
     wall_s: float
     mean_batch: float
     stage_ms: dict[str, float]  # per document, mean
+    engine: str = ""  # as the records name it: model.engine, model.attention, model.device
     worker_stage_ms: dict[str, float] = field(default_factory=dict)  # per batch, mean, from /metrics
 
     def percentile(self, q: float) -> float:
@@ -172,7 +173,13 @@ def _per_batch_ms(before: dict[str, tuple[float, float]], after: dict[str, tuple
 
 
 def run_once(
-    bootstrap: str, model_dir: Path, work_dir: Path, config: RunConfig, docs: list[dict], max_new_tokens: int
+    bootstrap: str,
+    model_dir: Path,
+    work_dir: Path,
+    config: RunConfig,
+    docs: list[dict],
+    max_new_tokens: int,
+    engine: str,
 ) -> RunResult:
     from tests.worker_process import WorkerProcess, free_port, isolated_settings
 
@@ -186,6 +193,7 @@ def run_once(
         batch__max_documents=str(config.max_documents),
         batch__window_ms=str(config.window_ms),
         model__max_new_tokens=str(max_new_tokens),
+        model__engine=engine,
         worker__web_port=str(port),
         worker__log_level="warning",
     )
@@ -209,6 +217,7 @@ def run_once(
     timings = [r["processing"]["timings"] for _, r in outputs if "processing" in r]
     stage_ms = {s: statistics.fmean(t[f"{s}_ms"] for t in timings) for s in MODEL_STAGES}
     batches = [r["processing"]["batch_size"] for _, r in outputs if "processing" in r]
+    engines = sorted({f"{m['engine']}/{m['attention']}/{m['device']}" for m in (r["model"] for _, r in outputs)})
     return RunResult(
         config=config,
         documents=len(docs),
@@ -218,6 +227,7 @@ def run_once(
         mean_batch=statistics.fmean(batches),
         stage_ms=stage_ms,
         worker_stage_ms=_per_batch_ms(baseline, after),
+        engine=",".join(engines),
     )
 
 
@@ -236,6 +246,8 @@ class BenchPlan:
     n_layer: int = 4
     vocab_size: int = 4000
     seed: int = 0
+    # The reference engine is transformers' generate(), which is what the naive design calls.
+    engine: str = "reference"
 
 
 def run_benchmark(plan: BenchPlan, out_dir: Path, bootstrap: str | None, echo=print) -> dict:
@@ -263,6 +275,7 @@ def run_benchmark(plan: BenchPlan, out_dir: Path, bootstrap: str | None, echo=pr
                     config,
                     _corpus(plan.documents, plan.seed, config.name),
                     plan.max_new_tokens,
+                    plan.engine,
                 )
             )
             echo(f"  {burst[-1].throughput_per_s:.2f} docs/s, P95 {burst[-1].percentile(95):.2f} s")
@@ -282,6 +295,7 @@ def run_benchmark(plan: BenchPlan, out_dir: Path, bootstrap: str | None, echo=pr
                     config,
                     _corpus(plan.documents, plan.seed, config.name),
                     plan.max_new_tokens,
+                    plan.engine,
                 )
             )
             echo(f"  {results[-1].throughput_per_s:.2f} docs/s, P95 {results[-1].percentile(95):.2f} s")
@@ -323,6 +337,7 @@ def summarise(plan: BenchPlan, results: list[RunResult], vocab: int) -> dict:
                 "p95_s": r.percentile(95),
                 "p99_s": r.percentile(99),
                 "mean_batch": r.mean_batch,
+                "engine": r.engine,
                 "stages": [{"stage": s, "mean_ms": ms, "share": sh} for s, ms, sh in stage_table(r)],
                 "latencies_s": r.latencies_s,
             }
@@ -337,14 +352,14 @@ def summarise(plan: BenchPlan, results: list[RunResult], vocab: int) -> dict:
 def report_markdown(summary: dict) -> str:
     """The numbers as ops/BENCHMARKS.md shows them."""
     lines = [
-        "| run | max docs/batch | window ms | arrival | docs/s | P50 s | P95 s | P99 s | mean batch |",
-        "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
+        "| run | max docs/batch | window ms | arrival | docs/s | P50 s | P95 s | P99 s | mean batch | engine |",
+        "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for r in summary["runs"]:
         lines.append(
             f"| {r['name']} | {r['max_documents']} | {r['window_ms']:g} | {r['arrival']} | "
             f"{r['throughput_per_s']:.2f} | {r['p50_s']:.2f} | {r['p95_s']:.2f} | {r['p99_s']:.2f} | "
-            f"{r['mean_batch']:.1f} |"
+            f"{r['mean_batch']:.1f} | {r.get('engine', '')} |"
         )
     if summary["throughput_ratio"] is not None:
         lines += [

@@ -231,6 +231,13 @@ def bench() -> None:
 @click.option("--rate", type=float, default=None, help="Paced arrival rate, docs/s (default: half the burst rate).")
 @click.option("--hidden-size", type=int, default=256, show_default=True, help="Of the random BLOOM model built.")
 @click.option("--layers", type=int, default=4, show_default=True)
+@click.option(
+    "--engine",
+    type=click.Choice(["reference", "fast"]),
+    default="reference",
+    show_default=True,
+    help="For every run; reference is transformers' generate(), what the naive design calls.",
+)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("ops/bench"))
 @click.pass_context
 def bench_pipeline(
@@ -243,6 +250,7 @@ def bench_pipeline(
     rate: float | None,
     hidden_size: int,
     layers: int,
+    engine: str,
     out_dir: Path,
 ) -> None:
     """Throughput, latency percentiles and stage breakdown; micro-batched beside naive; PNG plots."""
@@ -259,6 +267,7 @@ def bench_pipeline(
         rate_per_s=rate,
         hidden_size=hidden_size,
         n_layer=layers,
+        engine=engine,
     )
     # A broker named anywhere (option or environment) is used; otherwise the benchmark starts its own.
     configured = ctx.find_root().params.get("bootstrap") or "SEQSTREAM_KAFKA__BOOTSTRAP_SERVERS" in os.environ

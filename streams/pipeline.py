@@ -61,6 +61,7 @@ class Pipeline:
         def run(docs: Sequence[Document]) -> list[Extraction]:
             result: BatchResult = self.engine.extract(docs)
             timings.append(result.timings)
+            metrics.GENERATED_TOKENS.inc(result.generated_tokens)
             return result.extractions
 
         results = run_isolated(run, [doc for _, doc, _ in accepted])
@@ -114,7 +115,3 @@ def _sum_timings(parts: list[Timings]) -> Timings:
         for name in Timings.__struct_fields__:
             setattr(total, name, getattr(total, name) + getattr(part, name))
     return total
-
-
-def monotonic_ms_since(start: float) -> float:
-    return (time.monotonic() - start) * 1000

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from model.config import EngineSettings
@@ -30,4 +31,4 @@ def engine_settings(tiny_model_dir: Path) -> EngineSettings:
 
 @pytest.fixture(scope="session")
 def reference_engine(engine_settings: EngineSettings) -> Engine:
-    return build_engine(engine_settings)
+    return build_engine(msgspec.structs.replace(engine_settings, engine="reference"))

@@ -9,7 +9,7 @@ import torch
 from model.config import EngineSettings
 from model.engine import build_engine
 from model.loading import ModelNotFoundError
-from model.prompt import build_prompt
+from model.prompt import build_prompt, encode, encode_prompts, fit_text, prompt_chunks
 from ops.samples import sample_documents
 from schemas.decode import decode_document
 from schemas.messages import Document, ReviewCode
@@ -28,8 +28,7 @@ def test_generation_is_plain_greedy(reference_engine) -> None:
     """Each generated token is the argmax of a fresh full forward pass over the prompt so far."""
     model = reference_engine.loaded.model
     doc = documents(1)[0]
-    chunk = reference_engine.chunks_for(doc)[0]
-    prompt = reference_engine.encode(build_prompt(doc.text, doc.task, chunk))
+    _, [prompt, *_], _ = encode_prompts(reference_engine.tokenizer, doc, 6, 1024)
     [generation] = reference_engine.generate([prompt], reference_engine.extract([doc]).timings)
     ids = list(prompt)
     with torch.inference_mode():
@@ -63,9 +62,10 @@ def test_long_document_is_cut_at_its_tail_and_flagged(engine_settings) -> None:
     engine = build_engine(msgspec.structs.replace(engine_settings, max_input_tokens=64))
     doc = documents(1)[0]
     long_doc = msgspec.structs.replace(doc, text=doc.text * 20)
-    text, truncated = engine.fit_text(long_doc, engine.chunks_for(long_doc))
+    chunks = prompt_chunks(long_doc, 6)
+    text, truncated = fit_text(engine.tokenizer, long_doc, chunks, 64)
     assert truncated and long_doc.text.startswith(text) and len(text) < len(long_doc.text)
-    assert max(len(engine.encode(build_prompt(text, "extract", c))) for c in engine.chunks_for(long_doc)) <= 64
+    assert max(len(encode(engine.tokenizer, build_prompt(text, "extract", c))) for c in chunks) <= 64
     [extraction] = engine.extract([long_doc]).extractions
     assert ReviewCode.TRUNCATED in {r.code for r in extraction.reasons}
 

@@ -1,0 +1,168 @@
+"""ALiBi attention over a static KV cache, with the backend picked at run time.
+
+The cache is *ragged*: every sequence starts at cache position 0, whatever its length, so a key's
+cache index is its token position and ALiBi needs no position bookkeeping. No left
+padding means a document's numbers do not depend on its neighbours' lengths, which is what makes
+batch-invariant outputs possible. A query at position p sees the keys at positions <= p; a row's
+unused cache slots all lie beyond its queries, so causality is the only mask needed.
+
+Backends (all compute the same function; see tests/test_fast_engine.py):
+- `flash`: flash-attn's `flash_attn_with_kvcache` with `alibi_slopes` for decode steps (CUDA,
+           package installed); prefill through FlexAttention
+- `flex`:  PyTorch FlexAttention with an ALiBi `score_mod` (CUDA; runs on CPU too, for testing)
+- `sdpa`:  `scaled_dot_product_attention` with the ALiBi + causal bias as a float mask
+- `eager`: matmul, masked softmax in fp32, matmul: the plainest statement of the computation, and
+           on the CPU the one whose rounding does not depend on the batch (the CPU default)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from model.kv_cache import KVCache
+
+
+def alibi_slopes(n_head: int) -> torch.Tensor:
+    """BLOOM's per-head slopes (geometric, with interleaved extras when n_head is not a power of 2),
+    computed with the same float32 operations as transformers so they agree to the bit."""
+    closest = 2 ** math.floor(math.log2(n_head))
+    base = torch.tensor(2 ** (-(2 ** -(math.log2(closest) - 3))), dtype=torch.float32)
+    slopes = torch.pow(base, torch.arange(1, 1 + closest, dtype=torch.int32))
+    if closest != n_head:
+        extra_base = torch.tensor(2 ** (-(2 ** -(math.log2(2 * closest) - 3))), dtype=torch.float32)
+        extra = torch.arange(1, 1 + 2 * min(closest, n_head - closest), 2, dtype=torch.int32)
+        slopes = torch.cat([slopes, torch.pow(extra_base, extra)])
+    return slopes
+
+
+def available_backends(device: torch.device) -> list[str]:
+    found = []
+    if device.type == "cuda" and importlib.util.find_spec("flash_attn") is not None:
+        found.append("flash")
+    if _has_flex():
+        found.append("flex")
+    return [*found, "sdpa", "eager"]
+
+
+def pick_backend(device: torch.device, requested: str = "auto") -> str:
+    """The fastest backend this machine has, or the requested one if it is available here."""
+    available = available_backends(device)
+    if requested != "auto":
+        if requested not in available:
+            raise ValueError(f"attention backend {requested!r} is not available here (have: {', '.join(available)})")
+        return requested
+    # On the CPU, eager: SDPA's CPU kernel rounds differently as the key length changes (by 1e-7,
+    # measured), which would make a document's output depend on its batch mates' lengths; eager's
+    # matmul + masked softmax does not. FlexAttention and flash-attn earn their place on CUDA.
+    return available[0] if device.type == "cuda" else "eager"
+
+
+def _has_flex() -> bool:
+    try:
+        from torch.nn.attention import flex_attention  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, KVCache, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def make_attention(backend: str) -> Attend:
+    """attend(q, k, v, cache, q_pos, slopes) -> out
+
+    q, k, v: [B, S, H, D] for the S new tokens of each row, whose positions are q_pos [B, S]
+    (consecutive per row; a row's padding tokens sit at the cache's last, never-attended slot).
+    The new keys and values are written into the cache at those positions, then each query
+    attends over the row's cache up to its own position. Returns [B, S, H, D].
+    """
+    return {"flash": _flash, "flex": _flex, "sdpa": _sdpa, "eager": _eager}[backend]
+
+
+def _bias(q_pos: torch.Tensor, kv_len: int, slopes: torch.Tensor) -> torch.Tensor:
+    """[B, H, S, kv_len] float: ALiBi, -inf on keys after the query.
+
+    BLOOM adds slope * key_position; we add slope * (key_position - query_position), which differs by
+    a per-query constant (softmax ignores it) and stays small near the diagonal, where BF16 has the
+    precision to represent it.
+    """
+    keys = torch.arange(kv_len, device=q_pos.device)
+    distance = keys[None, None, :] - q_pos[:, :, None]  # [B, S, kv_len], <= 0 where allowed
+    alibi = slopes.to(q_pos.device)[None, :, None, None] * distance[:, None].to(torch.float32)
+    return alibi.masked_fill(distance[:, None] > 0, float("-inf"))
+
+
+def _kv_len(q_pos: torch.Tensor, cache: KVCache) -> int:
+    # Decode steps run compiled with fixed shapes: attend over the whole cache. Prefill runs eagerly:
+    # attend only over the filled part, which is much shorter than a cache sized for generation.
+    # (The last slot is the trash slot padding tokens write to; see generate.prefill.)
+    length = cache.k.shape[1]
+    return length if q_pos.shape[1] == 1 else int(q_pos[q_pos < length - 1].max()) + 1
+
+
+def _eager(q, k, v, cache, q_pos, slopes):
+    keys, values = cache.update(q_pos, k, v)
+    kv_len = _kv_len(q_pos, cache)
+    keys, values = keys[:, :kv_len].transpose(1, 2), values[:, :kv_len].transpose(1, 2)  # [B, H, L, D]
+    scores = torch.matmul(q.transpose(1, 2), keys.transpose(-1, -2)).float() / math.sqrt(q.shape[-1])
+    probs = torch.softmax(scores + _bias(q_pos, kv_len, slopes), dim=-1).to(q.dtype)
+    return torch.matmul(probs, values).transpose(1, 2)
+
+
+def _sdpa(q, k, v, cache, q_pos, slopes):
+    keys, values = cache.update(q_pos, k, v)
+    kv_len = _kv_len(q_pos, cache)
+    out = F.scaled_dot_product_attention(
+        q.transpose(1, 2),
+        keys[:, :kv_len].transpose(1, 2),
+        values[:, :kv_len].transpose(1, 2),
+        attn_mask=_bias(q_pos, kv_len, slopes).to(q.dtype),
+    )
+    return out.transpose(1, 2)
+
+
+def _flex(q, k, v, cache, q_pos, slopes):
+    from torch.nn.attention.flex_attention import flex_attention
+
+    keys, values = cache.update(q_pos, k, v)
+    kv_len = _kv_len(q_pos, cache)
+    slopes = slopes.to(q.device)
+    start = q_pos[:, :1]  # [B, 1]: positions are consecutive from each row's first new token
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        distance = kv_idx - (start[b, 0] + q_idx)
+        return torch.where(distance <= 0, score + slopes[h] * distance, -float("inf"))
+
+    out = flex_attention(
+        q.transpose(1, 2), keys[:, :kv_len].transpose(1, 2), values[:, :kv_len].transpose(1, 2), score_mod=score_mod
+    )
+    return out.transpose(1, 2)
+
+
+def _flash(q, k, v, cache, q_pos, slopes):
+    """flash-attn's kvcache kernel for decode steps; prefill goes through FlexAttention, also fused.
+
+    flash-attn appends k/v at cache_seqlens itself: right for one new token per row, but in a
+    padded prefill it would write each row's padding past its end, possibly past the cache.
+    """
+    if q.shape[1] > 1:
+        return _flex(q, k, v, cache, q_pos, slopes) if _has_flex() else _sdpa(q, k, v, cache, q_pos, slopes)
+    from flash_attn import flash_attn_with_kvcache
+
+    # Same ragged layout as ours (causality aligned to each row's length). Its ALiBi is
+    # -slope*|i-j|, a per-row shift of ours: the same softmax.
+    return flash_attn_with_kvcache(
+        q,
+        cache.k,
+        cache.v,
+        k=k,
+        v=v,
+        cache_seqlens=q_pos[:, 0].to(torch.int32),
+        causal=True,
+        alibi_slopes=slopes.to(q.device, torch.float32),
+    )

@@ -1,0 +1,35 @@
+"""A preallocated KV cache for one layer: [batch, max_len, heads, head_dim], written in place.
+
+Buffers are allocated once per batch bucket at the longest length the engine serves; shorter
+buckets are views into them. Fixed shapes and fixed addresses are what let the decode step compile
+once per (batch, length) bucket and replay as a CUDA graph. The layout is the one flash-attn's
+kvcache kernel reads, so every attention backend shares it.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class KVCache(nn.Module):
+    def __init__(self, k: torch.Tensor, v: torch.Tensor) -> None:
+        super().__init__()
+        self.register_buffer("k", k, persistent=False)
+        self.register_buffer("v", v, persistent=False)
+
+    @classmethod
+    def allocate(cls, batch: int, max_len: int, n_head: int, head_dim: int, dtype, device) -> KVCache:
+        shape = (batch, max_len, n_head, head_dim)
+        return cls(torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype, device=device))
+
+    def view(self, batch: int, length: int) -> KVCache:
+        """The first `batch` rows and `length` positions, sharing this cache's storage."""
+        return KVCache(self.k[:batch, :length], self.v[:batch, :length])
+
+    def update(self, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write k, v [B, S, H, D] at per-row positions [B, S]; returns the whole cache."""
+        index = positions[:, :, None, None].expand_as(k)
+        self.k.scatter_(1, index, k)
+        self.v.scatter_(1, index, v)
+        return self.k, self.v

@@ -1,0 +1,145 @@
+"""Engine benchmark: the fast engine against the reference engine, same documents, same batches,
+one run. Prints docs/s, generated tokens/s, per-stage time and the ratio, and checks that both
+produced the same outputs.
+
+    python -m ops.bench_engine [--hidden 256 --layers 4 --vocab 250880 --docs 32 --batch 16]
+
+The model is a random-weight BLOOM of the given shape (SeqGPT-560M's vocabulary by default, as the
+LM head's cost is part of serving it), with a tokenizer trained on the sample documents.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import tempfile
+import time
+from pathlib import Path
+
+import msgspec
+import torch
+
+from model.config import EngineSettings
+from model.fast import FastEngine
+from model.loading import load_model
+from model.reference import ReferenceEngine
+from model.tiny import build_tiny_bloom
+from model.validate import Extraction
+from ops.samples import sample_documents
+from schemas.decode import decode_document
+from schemas.messages import Document, Timings
+
+STAGES = ("tokenize_ms", "prefill_ms", "decode_ms", "postprocess_ms")
+
+
+def long_documents(count: int, seed: int, min_chars: int = 300, max_chars: int = 1000) -> list[Document]:
+    """Sample texts strung together to 300-1000 characters, asking for 6-12 labels each."""
+    rng = random.Random(seed)
+    pool = [raw for raw, _ in sample_documents(count * 12, seed=seed)]
+    labels = sorted({label for raw in pool for label in _field_set_labels(raw["field_set"])})
+    docs = []
+    for i in range(count):
+        target = rng.randint(min_chars, max_chars)
+        text = ""
+        while len(text) < target:
+            text += rng.choice(pool)["text"]
+        raw = {"doc_id": f"bench-{i}", "text": text[:target], "labels": rng.sample(labels, rng.randint(6, 12))}
+        docs.append(decode_document(msgspec.json.encode(raw), 1 << 20))
+    return docs
+
+
+def _field_set_labels(name: str) -> tuple[str, ...]:
+    from schemas.field_sets import FIELD_SETS
+
+    return FIELD_SETS[name]
+
+
+def run(engine, docs: list[Document], batch: int) -> tuple[list[Extraction], Timings, int, float]:
+    extractions, total, tokens = [], Timings(), 0
+    started = time.perf_counter()
+    for start in range(0, len(docs), batch):
+        result = engine.extract(docs[start : start + batch])
+        extractions += result.extractions
+        tokens += result.generated_tokens
+        for stage in STAGES:
+            setattr(total, stage, getattr(total, stage) + getattr(result.timings, stage))
+    return extractions, total, tokens, time.perf_counter() - started
+
+
+def comparable(extraction: Extraction) -> dict:
+    """What a record is made of, less the float signals (they agree to ~1e-6, not to the bit)."""
+    e = extraction
+    return {
+        "fields": {label: [(s.text, s.start) for s in spans] for label, spans in e.fields.items()},
+        "classes": e.classes,
+        "reasons": [(r.code, r.label, r.value) for r in e.reasons if r.code.value != "low_confidence"],
+        "alarmed_steps": e.alarmed_steps,
+        "alarm_tokens": [(a.chunk, a.step, a.chosen.token_id) for a in e.alarms],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--vocab", type=int, default=250_880)
+    parser.add_argument("--docs", type=int, default=32)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    torch.manual_seed(args.seed)
+    docs = long_documents(args.docs, args.seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        texts = [raw["text"] for raw, _ in sample_documents(300, seed=1)]
+        directory = build_tiny_bloom(
+            Path(tmp), texts, hidden_size=args.hidden, n_layer=args.layers, n_head=args.heads, vocab_size=4000
+        )
+        _widen_vocab(directory, args.vocab)
+        settings = EngineSettings(path=str(directory), max_new_tokens=args.new_tokens, prompts_per_forward=64)
+        loaded = load_model(settings)
+        engines = {"reference": ReferenceEngine(loaded, settings), "fast": FastEngine(loaded, settings)}
+        # Warm-up on a slice, so first-call costs (allocation, kernel selection) are not measured.
+        for engine in engines.values():
+            engine.extract(docs[: min(2, len(docs))])
+        results = {name: run(engine, docs, args.batch) for name, engine in engines.items()}
+
+    prompts = sum(len(e.fields) for e in results["reference"][0])
+    print(f"command: python -m ops.bench_engine {' '.join(_argv(args))}")
+    print(
+        f"model: random BLOOM hidden {args.hidden} x {args.layers} layers, {args.heads} heads, vocab {args.vocab:,}; "
+        f"{len(docs)} documents of 300-1000 characters, 6-12 labels ({prompts} labels in all), batch {args.batch}, "
+        f"{args.new_tokens} new tokens per prompt, fp32 on {loaded.device}, {torch.get_num_threads()} threads"
+    )
+    print(f"fast engine attention: {engines['fast'].info.attention}")
+    print(f"\n| engine | docs/s | tokens/s | {' | '.join(s.removesuffix('_ms') + ' s' for s in STAGES)} | total s |")
+    print("|" + " --- |" * (4 + len(STAGES)))
+    rates = {}
+    for name, (_, timings, tokens, seconds) in results.items():
+        rates[name] = len(docs) / seconds
+        stages = " | ".join(f"{getattr(timings, s) / 1000:.2f}" for s in STAGES)
+        print(f"| {name} | {rates[name]:.2f} | {tokens / seconds:.0f} | {stages} | {seconds:.2f} |")
+    same = [comparable(a) == comparable(b) for a, b in zip(results["reference"][0], results["fast"][0], strict=True)]
+    print(f"\nspeed-up (docs/s, fast / reference): {rates['fast'] / rates['reference']:.2f}x")
+    print(f"identical outputs: {sum(same)}/{len(same)} documents")
+
+
+def _widen_vocab(directory: Path, vocab: int) -> None:
+    """Give the checkpoint SeqGPT's vocabulary size: rows beyond the tokenizer's are never produced
+    by it but cost the LM head and softmax exactly what they cost in the real model."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(directory)
+    if vocab > model.config.vocab_size:
+        model.resize_token_embeddings(vocab)
+        model.save_pretrained(directory)
+
+
+def _argv(args: argparse.Namespace) -> list[str]:
+    return [f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The GPU check, for a lent machine with no network: its own python3 with torch and transformers,
+# plus the wheels in .whl/ (msgspec; see the device tool's README for the `pip download` recipe).
+#   ops/gpu_check.sh [--docs N --new-tokens N --batches 1,8,32,128]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
+fi
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+PYTHONUNBUFFERED=1 python3 -m ops.gpu_bench "$@"

@@ -1,0 +1,191 @@
+"""Our BLOOM runner against transformers' own BloomForCausalLM, and against itself."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import msgspec
+import pytest
+import torch
+from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+from model.attention import alibi_slopes, available_backends
+from model.config import EngineSettings
+from model.fast import DocPrompts, FastEngine, shared_prefix
+from model.loading import load_model
+from model.prompt import encode_prompts
+from model.tiny import build_tiny_bloom
+from ops.samples import sample_documents
+from schemas.decode import decode_document
+from schemas.messages import Document, Timings
+
+NEW_TOKENS = 12
+LOGIT_TOLERANCE = 1e-4
+
+
+@pytest.fixture(scope="module")
+def peaky_model(tmp_path_factory):
+    """Random weights with a large init: varied greedy outputs, and no near-ties to blur a comparison."""
+    texts = [raw["text"] for raw, _ in sample_documents(60, seed=1)]
+    directory = tmp_path_factory.mktemp("peaky-bloom")
+    build_tiny_bloom(directory, texts, seed=3, n_layer=3, hidden_size=96, n_head=6, initializer_range=0.3)
+    settings = EngineSettings(path=str(directory), max_new_tokens=NEW_TOKENS)
+    return load_model(settings), settings
+
+
+def many_labels_documents(count: int, seed: int) -> list[Document]:
+    """Documents of mixed lengths asking for 2-12 labels, so most have two prompts sharing a prefix."""
+    rng = random.Random(seed)
+    docs = []
+    for i, (raw, _) in enumerate(sample_documents(count, seed=seed)):
+        text = raw["text"] * rng.choice([1, 1, 2, 3])
+        labels = [f"字段{j}" for j in range(rng.randint(3, 14))]
+        raw = {"doc_id": f"d{i}", "text": text[: rng.randint(20, len(text))], "labels": labels}
+        docs.append(decode_document(msgspec.json.encode(raw), 1 << 20))
+    return docs
+
+
+def transformers_greedy(hf_model, prompts: list[list[int]], pad_id: int):
+    """transformers' generate(), greedy, left-padded: the tokens and logits of every step."""
+    width = max(len(p) for p in prompts)
+    ids = torch.tensor([[pad_id] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    with torch.inference_mode():
+        out = hf_model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            do_sample=False,
+            num_beams=1,
+            max_new_tokens=NEW_TOKENS,
+            output_logits=True,
+            return_dict_in_generate=True,
+            pad_token_id=pad_id,
+            eos_token_id=None,
+        )
+    return out.sequences[:, width:], torch.stack(out.logits, dim=1)  # [B, T], [B, T, V]
+
+
+def ours_greedy(engine: FastEngine, groups: list[list[DocPrompts]]):
+    tokens, logits = [], []
+    for group in groups:
+        seen: list[torch.Tensor] = []
+
+        def observe(step_logits: torch.Tensor, seen: list[torch.Tensor] = seen) -> None:
+            seen.append(step_logits.clone())
+
+        generations = engine.generate(group, Timings(), observe=observe)
+        stacked = torch.stack(seen, dim=1)  # [rows, T, V]
+        rows = [g for doc in generations for g in doc]
+        tokens += [g.token_ids for g in rows]
+        logits += list(stacked[: len(rows)])
+    return tokens, logits
+
+
+def test_alibi_slopes_match_bloom_for_any_head_count() -> None:
+    for n_head in range(1, 33):
+        theirs = build_alibi_tensor(torch.ones(1, 2, dtype=torch.long), n_head, torch.float32)[:, 0, 1]
+        assert torch.equal(alibi_slopes(n_head), theirs), n_head
+
+
+def test_shared_prefix_leaves_every_prompt_a_token() -> None:
+    assert shared_prefix([list(range(20)), list(range(20))]) == 19
+    assert shared_prefix([list(range(20)), [*range(10), 99]]) == 10
+    assert shared_prefix([list(range(20))]) == 0
+    assert shared_prefix([[1, 2, 3], [1, 2, 4]]) == 0  # below the minimum worth sharing
+
+
+@pytest.mark.parametrize("sharing", [True, False], ids=["prefix-sharing", "no-sharing"])
+def test_same_greedy_tokens_and_logits_as_transformers(peaky_model, sharing: bool) -> None:
+    """CPU default backend (eager); the other backends are held to it below."""
+    loaded, settings = peaky_model
+    engine = FastEngine(loaded, settings, prefix_sharing=sharing)
+    docs = many_labels_documents(130, seed=8)
+    per_doc = [encode_prompts(loaded.tokenizer, d, 6, 1024)[1] for d in docs]
+    assert sum(len(p) for p in per_doc) >= 200
+    # Mixed batch compositions: groups of 1 to 9 documents, lengths interleaved as they come.
+    rng = random.Random(1)
+    groups, i = [], 0
+    while i < len(docs):
+        size = rng.randint(1, 9)
+        groups.append(
+            [
+                DocPrompts(j, per_doc[j], shared_prefix(per_doc[j]) if sharing else 0)
+                for j in range(i, min(i + size, len(docs)))
+            ]
+        )
+        i += size
+    assert sharing == any(d.shared for g in groups for d in g)
+    our_tokens, our_logits = ours_greedy(engine, groups)
+
+    prompts = [p for g in groups for d in g for p in d.prompts]
+    for start in range(0, len(prompts), 16):
+        ref_tokens, ref_logits = transformers_greedy(loaded.model, prompts[start : start + 16], engine.pad_id)
+        for row in range(len(ref_tokens)):
+            ours = our_tokens[start + row]
+            assert ours == ref_tokens[row, : len(ours)].tolist(), f"prompt {start + row}"
+            diff = (our_logits[start + row][: len(ours)] - ref_logits[row, : len(ours)]).abs().max().item()
+            assert diff <= LOGIT_TOLERANCE, f"prompt {start + row}: logits differ by {diff}"
+
+
+def test_backends_agree_with_each_other(peaky_model) -> None:
+    loaded, settings = peaky_model
+    docs = many_labels_documents(12, seed=9)
+    per_doc = [encode_prompts(loaded.tokenizer, d, 6, 1024)[1] for d in docs]
+    groups = [[DocPrompts(j, per_doc[j], shared_prefix(per_doc[j])) for j in range(len(docs))]]
+    results = {}
+    for backend in available_backends(torch.device("cpu")):
+        results[backend] = ours_greedy(FastEngine(loaded, settings, backend=backend), groups)
+    assert "flex" in results, "this torch has FlexAttention: it must be tested"
+    base_tokens, base_logits = results["eager"]
+    for backend, (tokens, logits) in results.items():
+        assert tokens == base_tokens, backend
+        assert max((a - b).abs().max().item() for a, b in zip(logits, base_logits, strict=True)) <= LOGIT_TOLERANCE
+
+
+def test_output_does_not_depend_on_batch_mates(peaky_model) -> None:
+    """Exact on CPU fp32: the same document alone, or among others of any length, in any order."""
+    loaded, settings = peaky_model
+    engine = FastEngine(loaded, settings)
+    docs = many_labels_documents(24, seed=10)
+
+    def encoded(batch: list[Document]) -> dict[str, bytes]:
+        return {e.doc_id: msgspec.json.encode(dataclasses.asdict(e)) for e in engine.extract(batch).extractions}
+
+    alone = {d.doc_id: encoded([d])[d.doc_id] for d in docs[:6]}
+    rng = random.Random(2)
+    for _ in range(3):
+        batch = rng.sample(docs, 16)
+        batch += [d for d in docs[:6] if d not in batch]
+        rng.shuffle(batch)
+        together = encoded(batch)
+        for doc_id, record in alone.items():
+            assert together[doc_id] == record, doc_id
+
+
+def test_compiled_decode_step_matches_eager(peaky_model) -> None:
+    loaded, settings = peaky_model
+    docs = many_labels_documents(6, seed=11)
+    per_doc = [encode_prompts(loaded.tokenizer, d, 6, 1024)[1] for d in docs]
+    groups = [[DocPrompts(j, per_doc[j], shared_prefix(per_doc[j])) for j in range(len(docs))]]
+    compiled_engine = FastEngine(loaded, settings, compile_decode=True)
+    assert compiled_engine.info.attention.endswith("+compiled")
+    plain_tokens, plain_logits = ours_greedy(FastEngine(loaded, settings, compile_decode=False), groups)
+    tokens, logits = ours_greedy(compiled_engine, groups)
+    assert tokens == plain_tokens
+    assert max((a - b).abs().max().item() for a, b in zip(logits, plain_logits, strict=True)) <= LOGIT_TOLERANCE
+
+
+def test_replicas_share_a_batch_without_changing_any_output(peaky_model) -> None:
+    """Two replicas (on the CPU here, one per GPU in production) give the single engine's results."""
+    from model.engine import build_engine
+    from model.replicas import ReplicaPool
+
+    loaded, settings = peaky_model
+    docs = many_labels_documents(10, seed=12)
+    single = FastEngine(loaded, settings).extract(docs)
+    pool = build_engine(msgspec.structs.replace(settings, device="cpu,cpu"))
+    assert isinstance(pool, ReplicaPool) and pool.info.device == "cpu,cpu"
+    shared = pool.extract(docs)
+    assert [dataclasses.asdict(e) for e in shared.extractions] == [dataclasses.asdict(e) for e in single.extractions]
+    assert shared.generated_tokens == single.generated_tokens
