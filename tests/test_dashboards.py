@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from streams import metrics
+from tests.test_compose import COMPOSE_FILE, command, environment
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD = ROOT / "ops" / "grafana" / "dashboards" / "seqstream.json"
@@ -97,6 +98,43 @@ def test_prometheus_scrapes_the_workers_metrics_path() -> None:
     config = yaml.safe_load(PROMETHEUS.read_text())
     (job,) = [j for j in config["scrape_configs"] if j["job_name"] == "seqstream-worker"]
     assert job["metrics_path"] == "/metrics"
-    assert job["dns_sd_configs"][0]["port"] > 0
     provider = yaml.safe_load(DASHBOARD_PROVIDERS.read_text())["providers"][0]
     assert provider["type"] == "file" and provider["options"]["path"]
+
+
+def _mounts(service: dict) -> dict[str, Path]:
+    """Container path -> host path (relative to the repository) of a service's bind mounts."""
+    mounts = {}
+    for volume in service.get("volumes", []):
+        source, target, *_ = volume.split(":")
+        if source.startswith("./"):
+            mounts[target] = ROOT / source
+    return mounts
+
+
+def test_compose_runs_prometheus_and_grafana_on_these_files() -> None:
+    services = yaml.safe_load(COMPOSE_FILE.read_text())["services"]
+    prometheus, grafana = services["prometheus"], services["grafana"]
+
+    config_flag = next(arg for arg in command(prometheus) if arg.startswith("--config.file="))
+    assert _mounts(prometheus)[config_flag.partition("=")[2]] == PROMETHEUS
+
+    grafana_mounts = _mounts(grafana)
+    assert grafana_mounts["/etc/grafana/provisioning"] == DATASOURCES.parent.parent
+    provider_path = yaml.safe_load(DASHBOARD_PROVIDERS.read_text())["providers"][0]["options"]["path"]
+    assert (grafana_mounts[provider_path] / DASHBOARD.name).is_file()
+    datasource = yaml.safe_load(DATASOURCES.read_text())["datasources"][0]
+    assert datasource["url"] == "http://prometheus:9090"
+    assert "prometheus" in grafana["depends_on"]
+    for name in ("prometheus", "grafana"):
+        assert all(str(p).startswith("127.0.0.1:") for p in services[name]["ports"]), name
+
+
+def test_prometheus_scrapes_the_port_the_worker_serves() -> None:
+    services = yaml.safe_load(COMPOSE_FILE.read_text())["services"]
+    (job,) = [
+        j for j in yaml.safe_load(PROMETHEUS.read_text())["scrape_configs"] if j["job_name"] == "seqstream-worker"
+    ]
+    (sd,) = job["dns_sd_configs"]
+    assert sd["names"] == ["worker"] and "worker" in services
+    assert environment(services["worker"])["SEQSTREAM_WORKER__WEB_PORT"] == str(sd["port"])
