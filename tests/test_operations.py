@@ -142,7 +142,8 @@ def test_worker_exports_every_metric_after_processing(processed: ProcessedRun) -
     assert _value(samples, "seqstream_validation_retries_total") == 0
     assert _value(samples, "seqstream_engine_failures_total") == 0
     assert samples["seqstream_gpu_memory_bytes"] == []  # the tests run the model on CPU
-    info = _value(samples, "seqstream_model_info", engine="reference", device="cpu", demo="true")
+    engine = processed.settings.model.engine
+    info = _value(samples, "seqstream_model_info", engine=engine, device="cpu", demo="true")
     assert info == 1
     assert _value(samples, "seqstream_ready") == 1
     assert _value(samples, "process_resident_memory_bytes") > 0
@@ -168,7 +169,7 @@ def test_audit_trail_matches_the_records_it_explains(processed: ProcessedRun) ->
             for token in prompt.tokens:
                 # Greedy: the chosen token is the most likely one, so its margin is never negative.
                 assert 0 <= token.margin <= token.prob <= 1 and token.entropy_nats >= 0
-                assert not token.forced and not token.drafted  # the reference engine does neither
+                assert not token.forced and not token.drafted  # neither engine constrains or drafts yet
         # The alert's alarms are steps of this very trace.
         for alert in (a for a in out.records[t.alerts] if a["doc_id"] == doc_id):
             for alarm in alert["alarms"]:
