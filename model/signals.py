@@ -53,6 +53,9 @@ class Generation:
     top_ids: list[list[int]] = field(default_factory=list)
     top_probs: list[list[float]] = field(default_factory=list)
     finished: bool = False
+    # Per step, for the audit trail; empty means no step was (the reference engine's case).
+    forced: list[bool] = field(default_factory=list)
+    drafted: list[bool] = field(default_factory=list)
 
 
 def collect_generations(steps: list[StepSignals], eos_id: int) -> list[Generation]:

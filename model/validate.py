@@ -19,6 +19,15 @@ MAX_ALARMS_PER_DOCUMENT = 8
 Decode = Callable[[Sequence[int]], str]
 
 
+@dataclass(frozen=True)
+class DecodeTrace:
+    """One prompt's generation with each token's text, kept by reference for the audit trail."""
+
+    labels: tuple[str, ...]
+    generation: Generation
+    token_texts: list[str]
+
+
 @dataclass
 class Extraction:
     doc_id: str
@@ -27,6 +36,9 @@ class Extraction:
     reasons: list[ReviewReason] = field(default_factory=list)
     alarms: list[EntropyAlarm] = field(default_factory=list)
     alarmed_steps: int = 0
+    # Re-generations the validation loop asked for (none yet: the reference engine decodes once).
+    retries: int = 0
+    traces: list[DecodeTrace] = field(default_factory=list)
 
     @property
     def needs_review(self) -> bool:
@@ -51,6 +63,9 @@ def interpret(
     alarms: list[EntropyAlarm] = []
     for chunk_index, (labels, generation) in enumerate(zip(chunks, generations, strict=True)):
         output, token_ends = _detokenize(generation.token_ids, decode)
+        # Slices of text already decoded: the audit trail costs nothing here when it is off.
+        token_texts = [output[start:end] for start, end in zip([0, *token_ends], token_ends, strict=False)]
+        result.traces.append(DecodeTrace(tuple(labels), generation, token_texts))
         if doc.task == "classify":
             answer = parse_classification(output, labels)
         else:

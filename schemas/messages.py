@@ -223,10 +223,46 @@ class DeadLetter(msgspec.Struct, kw_only=True):
     received_at: datetime
 
 
+class TokenTrace(msgspec.Struct, frozen=True, kw_only=True):
+    """One greedy decode step of one prompt, as the model saw it."""
+
+    step: int
+    token_id: int
+    text: str
+    prob: float
+    # The chosen token's probability minus the runner-up's: how close the greedy choice was.
+    margin: float
+    entropy_nats: float
+    # Set by engines that constrain decoding (forced) or verify drafted tokens (drafted).
+    forced: bool = False
+    drafted: bool = False
+
+
+class PromptTrace(msgspec.Struct, frozen=True, kw_only=True):
+    chunk: int
+    labels: list[str]
+    finished: bool
+    tokens: list[TokenTrace]
+
+
+class AuditRecord(msgspec.Struct, kw_only=True):
+    """Every decoding step behind a record, on the audit topic, keyed by `doc_id` (audit enabled only)."""
+
+    schema_version: int = SCHEMA_VERSION
+    doc_id: str
+    trace_id: str | None
+    model: ModelInfo
+    # Re-generations the validation loop asked for; the prompts below are the final attempt's.
+    retries: int
+    prompts: list[PromptTrace]
+    processing: Processing
+
+
 MESSAGE_TYPES: dict[str, type[msgspec.Struct]] = {
     "raw_document": RawDocument,
     "field_record": FieldRecord,
     "review_record": ReviewRecord,
     "alert_record": AlertRecord,
     "dead_letter": DeadLetter,
+    "audit_record": AuditRecord,
 }

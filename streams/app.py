@@ -1,8 +1,10 @@
-"""The Faust app: the raw topic in, four output topics out, one thin agent between.
+"""The Faust app: the raw topic in, four output topics (five with the audit trail) out, one thin agent between.
 
 Offsets: `noack_take` leaves every event un-acked until all outputs of its batch are acknowledged
 by the broker. Faust's `take()` would ack a batch even when its handler raised, losing it; a
 killed worker here loses nothing: the un-acked batch is delivered again.
+
+With a web port, Faust's web server also serves `/metrics` (Prometheus), `/healthz` and `/readyz`.
 """
 
 from __future__ import annotations
@@ -14,12 +16,17 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 import faust
+from faust.web import Request, Response, View
 
+from streams import metrics
+from streams.health import BrokerProbe, Readiness
 from streams.pipeline import Pipeline
 from streams.routing import Inbound, Outgoing
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
+
+LAG_INTERVAL_S = 5.0
 
 
 def create_app(settings: Settings, pipeline: Pipeline) -> faust.App:
@@ -41,16 +48,32 @@ def create_app(settings: Settings, pipeline: Pipeline) -> faust.App:
     t = settings.topics
     outputs = {
         name: app.topic(name, key_serializer="raw", value_serializer="raw")
-        for name in (t.fields, t.review, t.alerts, t.dead_letter)
+        for name in (t.fields, t.review, t.alerts, t.dead_letter, t.audit)
+    }
+    outcome_of = {
+        t.fields: "fields",
+        t.review: "review",
+        t.alerts: "alert",
+        t.dead_letter: "dead_letter",
+        t.audit: "audit",
     }
     # One model thread: the GPU runs one batch at a time, and the event loop stays free for
     # heartbeats and fetching while it does.
     model_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model")
     window_s = settings.batch.window_ms / 1000
+    metrics.set_model_info(pipeline.engine.info)
 
     async def write(outgoing: list[Outgoing]) -> None:
         pending = [await outputs[o.topic].send(key=o.key, value=o.value) for o in outgoing]
         await asyncio.gather(*pending)
+
+    def count_written(outgoing: list[Outgoing]) -> None:
+        acked_at = datetime.now(UTC)
+        for o in outgoing:
+            outcome = outcome_of[o.topic]
+            metrics.OUTPUTS.labels(outcome=outcome).inc()
+            if o.submitted_at is not None and outcome not in ("alert", "audit"):
+                metrics.END_TO_END_SECONDS.observe(max((acked_at - o.submitted_at).total_seconds(), 0.0))
 
     @app.agent(raw_topic, name="extract")
     async def extract(stream: faust.StreamT) -> None:
@@ -69,11 +92,16 @@ def create_app(settings: Settings, pipeline: Pipeline) -> faust.App:
                 )
                 for e in events
             ]
+            metrics.BATCH_DOCUMENTS.observe(len(events))
             queue_ms = [(started - e.message.time_in) * 1000 if e.message.time_in else 0.0 for e in events]
             outgoing = await loop.run_in_executor(model_thread, pipeline.process_batch, batch, queue_ms)
+            produce_started = time.monotonic()
             await write(outgoing)
+            metrics.observe_stage("produce", time.monotonic() - produce_started)
+            count_written(outgoing)
             for event in events:
                 await stream.ack(event)
+            metrics.INPUT_MESSAGES.inc(len(events))
             log.info(
                 "batch of %d done in %.0f ms: %d messages written",
                 len(events),
@@ -81,4 +109,61 @@ def create_app(settings: Settings, pipeline: Pipeline) -> faust.App:
                 len(outgoing),
             )
 
+    if settings.worker.web_port > 0:
+        _add_operations_pages(app, settings, pipeline)
     return app
+
+
+def _add_operations_pages(app: faust.App, settings: Settings, pipeline: Pipeline) -> None:
+    probe = BrokerProbe(settings)
+    # The broker calls block; they get their own thread so neither the loop nor the model waits.
+    probe_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="probe")
+
+    def assigned_raw_partitions() -> set[tuple[str, int]]:
+        try:
+            assignment = app.consumer.assignment()
+        except Exception:  # the consumer is not started yet (or already stopped)
+            return set()
+        return {(tp.topic, tp.partition) for tp in assignment if tp.topic == settings.topics.raw}
+
+    async def readiness() -> Readiness:
+        reachable = await asyncio.get_running_loop().run_in_executor(probe_thread, probe.reachable)
+        return Readiness(
+            consumer_assigned=bool(assigned_raw_partitions()),
+            # The CLI loads the model before it builds the app; an engine without its info is not usable.
+            model_loaded=getattr(pipeline.engine, "info", None) is not None,
+            broker_reachable=reachable,
+        )
+
+    @app.page("/metrics")
+    async def metrics_page(self: View, request: Request) -> Response:
+        return self.bytes(metrics.render(), content_type="text/plain; version=0.0.4")
+
+    @app.page("/healthz")
+    async def healthz(self: View, request: Request) -> Response:
+        # The event loop answered: the process is alive and not wedged.
+        return self.json({"alive": True})
+
+    @app.page("/readyz")
+    async def readyz(self: View, request: Request) -> Response:
+        state = await readiness()
+        metrics.READY.set(1 if state.ready else 0)
+        body = {
+            "ready": state.ready,
+            "consumer_assigned": state.consumer_assigned,
+            "model_loaded": state.model_loaded,
+            "broker_reachable": state.broker_reachable,
+        }
+        return self.json(body, status=200 if state.ready else 503)
+
+    @app.timer(LAG_INTERVAL_S)
+    async def update_lag_and_readiness() -> None:
+        # Also here, not only on /readyz: the ready gauge must be fresh for Prometheus on its own.
+        metrics.READY.set(1 if (await readiness()).ready else 0)
+        partitions = assigned_raw_partitions()
+        try:
+            lag = await asyncio.get_running_loop().run_in_executor(probe_thread, probe.lag, partitions)
+        except Exception as exc:  # a broker hiccup must not stop the timer; the gauge just goes stale
+            log.warning("could not read consumer lag: %s", exc)
+            return
+        metrics.set_consumer_lag(lag)

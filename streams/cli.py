@@ -110,6 +110,59 @@ def tail(
 
 
 @cli.command()
+@click.option("--from-beginning/--latest", default=False, help="Replay the topic, or show only new alerts.")
+@click.option("--max-messages", type=int, default=None, help="Stop after this many alerts.")
+@click.option("--idle-timeout", type=float, default=None, help="Stop after this many seconds without an alert.")
+@click.option("--webhook", help="POST each alert's JSON here (default: SEQSTREAM_ALERTS__WEBHOOK_URL).")
+@click.pass_context
+def alerts(
+    ctx: click.Context, from_beginning: bool, max_messages: int | None, idle_timeout: float | None, webhook: str | None
+) -> None:
+    """Follow the alerts topic as a live table (document, kind, step, entropy, chosen token, alternatives)."""
+    from streams.alerts import follow_alerts
+
+    settings = _settings(ctx)
+    if webhook:
+        settings.alerts.webhook_url = webhook
+    shown, failures = follow_alerts(
+        settings, from_beginning=from_beginning, max_messages=max_messages, idle_timeout=idle_timeout
+    )
+    click.echo(
+        f"{shown} alerts shown"
+        + (f", forwarded to {settings.alerts.webhook_url}" if settings.alerts.webhook_url else ""),
+        err=True,
+    )
+    if failures:
+        raise click.ClickException(f"{failures} alerts could not be delivered to the webhook")
+
+
+@cli.command()
+@click.argument("doc_id")
+@click.option("--idle-timeout", type=float, default=5.0, show_default=True, help="Seconds of silence = end of topic.")
+@click.option("--raw", "raw_json", is_flag=True, help="Print the audit record as JSON.")
+@click.pass_context
+def audit(ctx: click.Context, doc_id: str, idle_timeout: float, raw_json: bool) -> None:
+    """Print the per-token decode trace behind DOC_ID's latest record (needs SEQSTREAM_WORKER__AUDIT=true)."""
+    import msgspec
+
+    from schemas.messages import AuditRecord
+    from streams.kafka_io import consume
+    from streams.show import describe_audit
+
+    settings = _settings(ctx)
+    key = doc_id.encode()
+    latest = None
+    # Compacted and keyed by doc_id: the last record with the key is the current trace.
+    for message in consume(settings, [settings.topics.audit], idle_timeout=idle_timeout):
+        if message.key() == key:
+            latest = message.value()
+    if latest is None:
+        raise click.ClickException(f"no audit record for {doc_id!r} on {settings.topics.audit}")
+    record = msgspec.json.decode(latest, type=AuditRecord)
+    click.echo(latest.decode() if raw_json else describe_audit(record))
+
+
+@cli.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="JSONL out (default: stdout).")
 @click.pass_context
@@ -162,6 +215,67 @@ def demo(ctx: click.Context, documents: int, keep_running: bool) -> None:
     from streams.demo import run_demo
 
     run_demo(_settings(ctx), documents=documents, keep_running=keep_running)
+
+
+@cli.group()
+def bench() -> None:
+    """Benchmarks on a real broker and real worker processes (run from a source checkout)."""
+
+
+@bench.command("pipeline")
+@click.option("--documents", type=int, default=64, show_default=True, help="Corpus size per run.")
+@click.option("--max-new-tokens", type=int, default=32, show_default=True)
+@click.option("--batch-sizes", default="1,4,16,32", show_default=True, help="Burst runs; 1 is the naive design.")
+@click.option("--windows-ms", default="5,50,200", show_default=True, help="Paced runs at --window-batch.")
+@click.option("--window-batch", type=int, default=32, show_default=True)
+@click.option("--rate", type=float, default=None, help="Paced arrival rate, docs/s (default: half the burst rate).")
+@click.option("--hidden-size", type=int, default=256, show_default=True, help="Of the random BLOOM model built.")
+@click.option("--layers", type=int, default=4, show_default=True)
+@click.option(
+    "--engine",
+    type=click.Choice(["reference", "fast"]),
+    default="reference",
+    show_default=True,
+    help="For every run; reference is transformers' generate(), what the naive design calls.",
+)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("ops/bench"))
+@click.pass_context
+def bench_pipeline(
+    ctx: click.Context,
+    documents: int,
+    max_new_tokens: int,
+    batch_sizes: str,
+    windows_ms: str,
+    window_batch: int,
+    rate: float | None,
+    hidden_size: int,
+    layers: int,
+    engine: str,
+    out_dir: Path,
+) -> None:
+    """Throughput, latency percentiles and stage breakdown; micro-batched beside naive; PNG plots."""
+    import os
+
+    from ops.bench_pipeline import BenchPlan, report_markdown, run_benchmark
+
+    plan = BenchPlan(
+        documents=documents,
+        max_new_tokens=max_new_tokens,
+        batch_sizes=tuple(int(x) for x in batch_sizes.split(",") if x),
+        windows_ms=tuple(float(x) for x in windows_ms.split(",") if x),
+        window_batch=window_batch,
+        rate_per_s=rate,
+        hidden_size=hidden_size,
+        n_layer=layers,
+        engine=engine,
+    )
+    # A broker named anywhere (option or environment) is used; otherwise the benchmark starts its own.
+    configured = ctx.find_root().params.get("bootstrap") or "SEQSTREAM_KAFKA__BOOTSTRAP_SERVERS" in os.environ
+    bootstrap = _settings(ctx).kafka.bootstrap_servers if configured else None
+    summary = run_benchmark(plan, out_dir, bootstrap, echo=click.echo)
+    click.echo(report_markdown(summary))
+    for path in summary["plots"]:
+        click.echo(f"wrote {path}")
 
 
 def _engine(settings: Settings):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
 from tqdm import tqdm
@@ -17,8 +17,18 @@ def client_config(settings: Settings) -> dict[str, str]:
     return {"bootstrap.servers": settings.kafka.bootstrap_servers}
 
 
-def produce_lines(settings: Settings, topic: str, lines: Iterable[bytes], progress: bool = False) -> int:
-    """Publish each line as one message, unmodified; raises if any delivery failed."""
+def produce_lines(
+    settings: Settings,
+    topic: str,
+    lines: Iterable[bytes],
+    progress: bool = False,
+    schedule: Sequence[float] | None = None,
+) -> int:
+    """Publish each line as one message, unmodified; raises if any delivery failed.
+
+    `schedule` (wall-clock `time.time()` values, one per non-blank line) holds each line back until
+    its time: a set arrival rate for benchmarks. Without it, lines go as fast as the client takes them.
+    """
     producer = Producer({**client_config(settings), "enable.idempotence": True, "linger.ms": 5})
     errors: list[KafkaError] = []
 
@@ -27,7 +37,11 @@ def produce_lines(settings: Settings, topic: str, lines: Iterable[bytes], progre
             errors.append(error)
 
     lines = [line for line in lines if line.strip()]
-    for line in tqdm(lines, unit="doc", disable=not progress, desc=f"-> {topic}"):
+    if schedule is not None and len(schedule) != len(lines):
+        raise ValueError(f"{len(schedule)} send times for {len(lines)} lines")
+    for i, line in enumerate(tqdm(lines, unit="doc", disable=not progress, desc=f"-> {topic}")):
+        while schedule is not None and (wait := schedule[i] - time.time()) > 0:
+            producer.poll(min(wait, 0.05))  # serve delivery callbacks while holding the line back
         doc_id = salvage_doc_id(line)
         while True:
             try:

@@ -7,6 +7,7 @@ a document's sake: every inbound message yields at least one outgoing message.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -16,8 +17,17 @@ from model.engine import BatchResult, Engine
 from model.validate import Extraction
 from schemas.decode import DocumentError, decode_document
 from schemas.messages import Document, ErrorCode, Processing, Timings
+from streams import metrics
 from streams.batching import Failed, run_isolated
-from streams.routing import Inbound, Outgoing, dead_letter, route_extraction, route_failure, route_rejection
+from streams.routing import (
+    Inbound,
+    Outgoing,
+    audit_trail,
+    dead_letter,
+    route_extraction,
+    route_failure,
+    route_rejection,
+)
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -51,16 +61,23 @@ class Pipeline:
         def run(docs: Sequence[Document]) -> list[Extraction]:
             result: BatchResult = self.engine.extract(docs)
             timings.append(result.timings)
+            metrics.GENERATED_TOKENS.inc(result.generated_tokens)
             return result.extractions
 
         results = run_isolated(run, [doc for _, doc, _ in accepted])
         batch_timings = _sum_timings(timings)
         completed_at = datetime.now(UTC)
+        if accepted:
+            metrics.observe_model_timings(batch_timings)
+            metrics.record_gpu_memory(self.engine.info.device)
+        serialise_started = time.monotonic()
         out: list[Outgoing] = []
         for (inbound, doc, queued), result in zip(accepted, results, strict=True):
+            metrics.observe_stage("queue", queued / 1000)
             try:
                 if isinstance(result, Failed):
                     log.error("engine failed on %s: %r", doc.doc_id, result.error)
+                    metrics.ENGINE_FAILURES.inc()
                     out.extend(
                         route_failure(inbound, doc, result.error, self.settings.topics, self.worker_id, completed_at)
                     )
@@ -75,7 +92,10 @@ class Pipeline:
                     batch_size=len(accepted),
                     timings=msgspec.structs.replace(batch_timings, queue_ms=queued),
                 )
+                metrics.VALIDATION_RETRIES.inc(result.retries)
                 out.extend(route_extraction(doc, result, self.engine.info, processing, self.settings.topics))
+                if self.settings.worker.audit:
+                    out.append(audit_trail(doc, result, self.engine.info, processing, self.settings.topics))
             except Exception as exc:  # a routing bug must cost one document, not the batch
                 log.exception("could not route %s", doc.doc_id)
                 message = f"could not build the output record: {type(exc).__name__}: {exc}"
@@ -84,6 +104,8 @@ class Pipeline:
                         inbound, ErrorCode.PROCESSING_FAILED, message, doc.doc_id, self.settings.topics, self.worker_id
                     )
                 )
+        if accepted:
+            metrics.observe_stage("serialise", time.monotonic() - serialise_started)
         return out
 
 

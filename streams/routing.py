@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -17,13 +18,16 @@ from model.validate import Extraction
 from schemas.decode import DocumentError
 from schemas.messages import (
     AlertRecord,
+    AuditRecord,
     DeadLetter,
     Document,
     ErrorCode,
     FieldRecord,
     ModelInfo,
     Processing,
+    PromptTrace,
     ReviewRecord,
+    TokenTrace,
 )
 from streams.settings import TopicSettings
 
@@ -47,6 +51,8 @@ class Outgoing:
     topic: str
     key: bytes | None
     value: bytes
+    # Not sent: the document's submitted_at, for the end-to-end latency metric once the write is acked.
+    submitted_at: datetime | None = None
 
 
 def route_extraction(
@@ -71,8 +77,9 @@ def route_extraction(
     )
     key = doc.doc_id.encode()
     if not extraction.needs_review:
-        return [Outgoing(topics.fields, key, _encoder.encode(FieldRecord(**common)))]
-    out = [Outgoing(topics.review, key, _encoder.encode(ReviewRecord(**common, reasons=extraction.reasons)))]
+        return [Outgoing(topics.fields, key, _encoder.encode(FieldRecord(**common)), doc.submitted_at)]
+    review = ReviewRecord(**common, reasons=extraction.reasons)
+    out = [Outgoing(topics.review, key, _encoder.encode(review), doc.submitted_at)]
     if extraction.alarms:
         worst = max(a.entropy_nats for a in extraction.alarms)
         alert = AlertRecord(
@@ -90,6 +97,42 @@ def route_extraction(
         )
         out.append(Outgoing(topics.alerts, key, _encoder.encode(alert)))
     return out
+
+
+def audit_trail(
+    doc: Document, extraction: Extraction, model: ModelInfo, processing: Processing, topics: TopicSettings
+) -> Outgoing:
+    """Every decode step behind the document's record, for the audit topic."""
+    prompts = []
+    for chunk, trace in enumerate(extraction.traces):
+        g = trace.generation
+        tokens = [
+            TokenTrace(
+                step=step,
+                token_id=token_id,
+                text=trace.token_texts[step],
+                prob=g.probs[step],
+                margin=g.probs[step] - _runner_up(g.top_ids[step], g.top_probs[step], token_id),
+                entropy_nats=g.entropies[step],
+                forced=bool(g.forced and g.forced[step]),
+                drafted=bool(g.drafted and g.drafted[step]),
+            )
+            for step, token_id in enumerate(g.token_ids)
+        ]
+        prompts.append(PromptTrace(chunk=chunk, labels=list(trace.labels), finished=g.finished, tokens=tokens))
+    record = AuditRecord(
+        doc_id=doc.doc_id,
+        trace_id=doc.trace_id,
+        model=model,
+        retries=extraction.retries,
+        prompts=prompts,
+        processing=processing,
+    )
+    return Outgoing(topics.audit, doc.doc_id.encode(), _encoder.encode(record))
+
+
+def _runner_up(top_ids: list[int], top_probs: list[float], chosen: int) -> float:
+    return next((p for token_id, p in zip(top_ids, top_probs, strict=True) if token_id != chosen), 0.0)
 
 
 def route_rejection(inbound: Inbound, error: DocumentError, topics: TopicSettings, worker_id: str) -> Outgoing:
@@ -111,8 +154,9 @@ def route_failure(
         worker_id=worker_id,
         raised_at=now,
     )
+    record = dead_letter(inbound, ErrorCode.PROCESSING_FAILED, message, doc.doc_id, topics, worker_id)
     return [
-        dead_letter(inbound, ErrorCode.PROCESSING_FAILED, message, doc.doc_id, topics, worker_id),
+        dataclasses.replace(record, submitted_at=doc.submitted_at),
         Outgoing(topics.alerts, doc.doc_id.encode(), _encoder.encode(alert)),
     ]
 

@@ -34,6 +34,8 @@ class TopicSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     review: str = "seqstream.review"
     alerts: str = "seqstream.alerts"
     dead_letter: str = "seqstream.dead-letter"
+    # Decode traces, written only while worker.audit is on (the topic is created either way).
+    audit: str = "seqstream.audit"
     partitions: int = 6
     replication_factor: int = 1
     raw_retention_ms: int = 7 * 24 * 3600 * 1000
@@ -51,10 +53,20 @@ class BatchSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class WorkerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     app_id: str = "seqstream"
     worker_id: str = msgspec.field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
-    # Faust's web server (0 = off); the metrics endpoint will live here.
+    # Faust's web server (0 = off); it serves /metrics, /healthz and /readyz.
     web_port: int = 0
     log_level: str = "info"
     data_dir: str = "var/faust"
+    # Write every record's per-token decode trace to the audit topic (costs bytes; see ops/BENCHMARKS.md).
+    audit: bool = False
+
+
+class AlertSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    # `seqstream alerts` POSTs each alert record's JSON here when set.
+    webhook_url: str = ""
+    webhook_timeout_s: float = 5.0
+    # A webhook that is down must not stall the table: a few tries, then the alert is reported as not sent.
+    webhook_attempts: int = 3
 
 
 class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -63,6 +75,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     batch: BatchSettings = msgspec.field(default_factory=BatchSettings)
     model: EngineSettings = msgspec.field(default_factory=EngineSettings)
     worker: WorkerSettings = msgspec.field(default_factory=WorkerSettings)
+    alerts: AlertSettings = msgspec.field(default_factory=AlertSettings)
 
 
 def load_settings(environ: Mapping[str, str] | None = None, **overrides: dict[str, Any]) -> Settings:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from schemas.messages import AlertRecord, DeadLetter, FieldRecord, ReviewRecord
+from schemas.messages import AlertRecord, AuditRecord, DeadLetter, FieldRecord, ReviewRecord
 from streams.settings import TopicSettings
 
 _decoders = {
@@ -12,6 +12,7 @@ _decoders = {
     "review": msgspec.json.Decoder(ReviewRecord),
     "alerts": msgspec.json.Decoder(AlertRecord),
     "dead_letter": msgspec.json.Decoder(DeadLetter),
+    "audit": msgspec.json.Decoder(AuditRecord),
 }
 
 
@@ -21,6 +22,7 @@ def describe(topic: str, topics: TopicSettings, value: bytes) -> str:
         topics.review: "review",
         topics.alerts: "alerts",
         topics.dead_letter: "dead_letter",
+        topics.audit: "audit",
     }.get(topic)
     if kind is None:
         return value.decode("utf-8", "replace")
@@ -28,6 +30,9 @@ def describe(topic: str, topics: TopicSettings, value: bytes) -> str:
         record = _decoders[kind].decode(value)
     except msgspec.DecodeError as exc:
         return f"[unreadable {kind} record: {exc}]"
+    if isinstance(record, AuditRecord):
+        steps = sum(len(p.tokens) for p in record.prompts)
+        return f"AUDIT   {record.doc_id}  {len(record.prompts)} prompts, {steps} decode steps, {record.retries} retries"
     if isinstance(record, ReviewRecord):
         reasons = ", ".join(sorted({r.code.value for r in record.reasons}))
         return f"REVIEW  {record.doc_id}  {_fields(record)}  reasons: {reasons}"
@@ -52,3 +57,26 @@ def _fields(record: FieldRecord) -> str:
         return "classes=" + ",".join(record.classes)
     parts = [f"{label}={'|'.join(s.text for s in spans)}" for label, spans in record.fields.items() if spans]
     return "; ".join(parts) if parts else "(no values)"
+
+
+def describe_audit(record: AuditRecord) -> str:
+    """The whole decode trace of one record: one line per generated token, per prompt."""
+    m = record.model
+    lines = [
+        f"audit trail of {record.doc_id} (trace {record.trace_id or '-'}): {m.name}, engine {m.engine}, "
+        f"{m.dtype} on {m.device}{', DEMO MODEL' if m.demo else ''}; retries {record.retries}; "
+        f"worker {record.processing.worker_id}, {record.processing.completed_at:%Y-%m-%d %H:%M:%S}",
+    ]
+    for prompt in record.prompts:
+        lines.append(
+            f"prompt {prompt.chunk}: {', '.join(prompt.labels)}"
+            f" ({'ended' if prompt.finished else 'hit the token limit'} after {len(prompt.tokens)} tokens)"
+        )
+        lines.append(f"  {'step':>4}  {'token':>6}  {'text':<12}  {'prob':>6}  {'margin':>6}  {'entropy':>7}  flags")
+        for t in prompt.tokens:
+            flags = ",".join(name for name, on in (("forced", t.forced), ("drafted", t.drafted)) if on) or "-"
+            lines.append(
+                f"  {t.step:>4}  {t.token_id:>6}  {t.text!r:<12}  {t.prob:>6.3f}  {t.margin:>6.3f}  "
+                f"{t.entropy_nats:>7.3f}  {flags}"
+            )
+    return "\n".join(lines)

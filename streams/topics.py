@@ -35,6 +35,8 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
         spec(t.fields, **compacted),
         spec(t.review, **compacted),
         spec(t.alerts, **{"cleanup.policy": "delete", "retention.ms": str(t.event_retention_ms)}),
+        # The latest trace per document, like the record it explains.
+        spec(t.audit, **compacted),
         spec(
             t.dead_letter,
             **{

@@ -4,11 +4,15 @@ end-to-end tests, which must see the real CLI, the real Faust app and the real b
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -35,6 +39,7 @@ def isolated_settings(
         "SEQSTREAM_TOPICS__REVIEW": f"t{run}.review",
         "SEQSTREAM_TOPICS__ALERTS": f"t{run}.alerts",
         "SEQSTREAM_TOPICS__DEAD_LETTER": f"t{run}.dead-letter",
+        "SEQSTREAM_TOPICS__AUDIT": f"t{run}.audit",
         "SEQSTREAM_TOPICS__PARTITIONS": "3",
         "SEQSTREAM_WORKER__APP_ID": f"seqstream-test-{run}",
         "SEQSTREAM_WORKER__DATA_DIR": str(data_dir),
@@ -79,6 +84,36 @@ class WorkerProcess:
 
     def log_tail(self, lines: int = 60) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def wait_ready(self, port: int, timeout_s: float = 120) -> dict:
+        """Poll `/readyz` until it answers 200; returns its body."""
+        deadline = time.monotonic() + timeout_s
+        status, body = None, b""
+        while time.monotonic() < deadline:
+            self.assert_alive()
+            status, body = http_get(f"http://127.0.0.1:{port}/readyz")
+            if status == 200:
+                return json.loads(body)
+            time.sleep(0.5)
+        raise AssertionError(f"/readyz never answered 200 (last: {status} {body!r})\n{self.log_tail()}")
+
+
+def free_port() -> int:
+    """A port nobody listens on right now (the worker binds it a moment later)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def http_get(url: str, timeout_s: float = 10) -> tuple[int | None, bytes]:
+    """(status, body); status None while nothing listens yet."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+    except OSError:
+        return None, b""
 
 
 @dataclass

@@ -1,0 +1,52 @@
+"""The pipeline benchmark: its arithmetic, and one small run end to end (numbers printed, not judged)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ops.bench_pipeline import BenchPlan, RunConfig, RunResult, percentile, report_markdown, run_benchmark, stage_table
+
+
+def test_percentile_is_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert (percentile(values, 50), percentile(values, 95), percentile(values, 99)) == (50.0, 95.0, 99.0)
+    assert percentile([3.0, 1.0, 2.0], 100) == 3.0
+    assert percentile([3.0, 1.0, 2.0], 0) == 1.0
+
+
+def test_stage_table_accounts_for_the_whole_latency() -> None:
+    result = RunResult(
+        config=RunConfig("x", 8, 5.0, None),
+        documents=2,
+        latencies_s=[1.0, 3.0],
+        throughput_per_s=1.0,
+        wall_s=2.0,
+        mean_batch=2.0,
+        stage_ms={"queue": 100.0, "tokenize": 10.0, "prefill": 400.0, "decode": 1200.0, "postprocess": 40.0},
+        worker_stage_ms={"serialise": 5.0, "produce": 45.0},
+    )
+    rows = stage_table(result)
+    assert [r[0] for r in rows][-1] == "before the batcher (topic, fetch)"
+    assert rows[-1][1] == pytest.approx(2000 - 1800)
+    assert sum(ms for _, ms, _ in rows) == pytest.approx(2000)
+    assert sum(share for _, _, share in rows) == pytest.approx(1.0)
+
+
+@pytest.mark.kafka
+def test_one_small_run_accounts_for_every_document(kafka_bootstrap, tmp_path) -> None:
+    plan = BenchPlan(documents=4, max_new_tokens=4, batch_sizes=(4,), windows_ms=(), hidden_size=64, n_layer=2)
+    summary = run_benchmark(plan, tmp_path, kafka_bootstrap, echo=lambda _: None)
+    (run,) = summary["runs"]
+    assert run["name"] == "batch-4" and run["documents"] == 4 and len(run["latencies_s"]) == 4
+    assert all(latency > 0 for latency in run["latencies_s"])
+    assert run["p50_s"] <= run["p95_s"] <= run["p99_s"] and run["throughput_per_s"] > 0
+    stages = {s["stage"]: s for s in run["stages"]}
+    assert stages["decode"]["mean_ms"] > 0 and stages["produce (per batch)"]["mean_ms"] > 0
+    assert summary["throughput_ratio"] is None  # no naive run in this plan, so no ratio is claimed
+    assert json.loads((tmp_path / "bench_pipeline.json").read_text())["runs"][0]["name"] == "batch-4"
+    for path in summary["plots"]:
+        assert Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "| batch-4 | 4 | 5 | burst |" in report_markdown(summary)
