@@ -140,7 +140,7 @@ def _widen_vocab(directory: Path, vocab: int) -> None:
 
     model = AutoModelForCausalLM.from_pretrained(directory)
     if vocab > model.config.vocab_size:
-        model.resize_token_embeddings(vocab)
+        model.resize_token_embeddings(vocab, mean_resizing=False)
         model.save_pretrained(directory)
 
 
