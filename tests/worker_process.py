@@ -18,6 +18,7 @@ from pathlib import Path
 import msgspec
 from confluent_kafka import Consumer, KafkaError
 
+from ops.soak import rss_bytes
 from streams.settings import Settings, load_settings
 
 
@@ -107,13 +108,6 @@ class WorkerProcess:
             if time.monotonic() > deadline:
                 raise AssertionError(f"{text!r} not logged {count} times in {timeout_s} s:\n{self.log_tail()}")
             time.sleep(0.2)
-
-
-def rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
 @dataclass
