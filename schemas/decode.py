@@ -44,6 +44,10 @@ def decode_document(value: bytes | None, max_bytes: int) -> Document:
         raise DocumentError(_validation_code(str(exc)), str(exc), salvage_doc_id(value)) from None
     except msgspec.DecodeError as exc:
         raise DocumentError(_syntax_code(value), str(exc)) from None
+    except RecursionError:
+        # An untyped decode (salvage_doc_id) of `[[[[...` a few thousand deep exhausts the stack;
+        # the typed one stops at the first wrong type, but a hostile message must never crash us.
+        raise DocumentError(ErrorCode.NOT_JSON, "JSON is nested too deeply to decode") from None
     return _check(raw)
 
 
@@ -127,7 +131,7 @@ def salvage_doc_id(value: bytes) -> str | None:
     """The doc_id of an invalid but well-formed message, so its dead letter can be found by id."""
     try:
         obj = msgspec.json.decode(value)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return None
     doc_id = obj.get("doc_id") if isinstance(obj, dict) else None
     return doc_id if isinstance(doc_id, str) and 0 < len(doc_id) <= 128 else None

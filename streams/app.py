@@ -40,6 +40,9 @@ def create_app(settings: Settings, pipeline: Pipeline) -> faust.App:
         producer_max_request_size=settings.topics.dead_letter_max_message_bytes,
         broker_session_timeout=settings.kafka.session_timeout_s,
         broker_max_poll_interval=settings.kafka.max_poll_interval_s,
+        # Back-pressure: what the worker may hold ahead of the model is bounded by these two.
+        stream_buffer_maxsize=settings.batch.buffer_documents,
+        consumer_max_fetch_size=settings.kafka.max_partition_fetch_bytes,
         topic_disable_leader=True,
         web_enabled=settings.worker.web_port > 0,
         web_port=max(settings.worker.web_port, 1),

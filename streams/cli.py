@@ -206,6 +206,48 @@ def schemas_export(directory: Path | None) -> None:
         click.echo(f"wrote {path}")
 
 
+@cli.group()
+def bench() -> None:
+    """Measurements on a real broker and worker processes (each prints what it measured)."""
+
+
+@bench.command("soak")
+@click.option("--minutes", type=float, default=10.0, show_default=True, help="How long to publish at --rate.")
+@click.option("--burst", type=int, default=2000, show_default=True, help="Documents published at once first.")
+@click.option("--rate", type=float, default=20.0, show_default=True, help="Documents per second after the burst.")
+@click.option("--text-chars", type=int, default=2000, show_default=True, help="Characters of text per document.")
+@click.option("--sample-s", type=float, default=10.0, show_default=True, help="Seconds between samples.")
+@click.option("--drain-timeout", type=float, default=600.0, show_default=True, help="Seconds allowed to drain.")
+@click.option("--log", "log_path", type=click.Path(dir_okay=False, path_type=Path), default=Path("var/soak/worker.log"))
+@click.pass_context
+def bench_soak(
+    ctx: click.Context,
+    minutes: float,
+    burst: int,
+    rate: float,
+    text_chars: int,
+    sample_s: float,
+    drain_timeout: float,
+    log_path: Path,
+) -> None:
+    """Flood a worker of its own: throughput, lag and RSS over time, then every document accounted for."""
+    from ops.soak import run_soak
+
+    result = run_soak(
+        _settings(ctx),
+        minutes=minutes,
+        burst=burst,
+        rate=rate,
+        text_chars=text_chars,
+        sample_s=sample_s,
+        drain_timeout_s=drain_timeout,
+        log_path=log_path,
+        echo=click.echo,
+    )
+    if result.lost or not result.worker_alive:
+        raise click.ClickException(f"{result.lost} documents not answered; worker alive: {result.worker_alive}")
+
+
 @cli.command()
 @click.option("--documents", type=int, default=20, help="How many sample documents to publish.")
 @click.option("--keep-running", is_flag=True, help="Leave broker and worker running after showing results.")
@@ -215,11 +257,6 @@ def demo(ctx: click.Context, documents: int, keep_running: bool) -> None:
     from streams.demo import run_demo
 
     run_demo(_settings(ctx), documents=documents, keep_running=keep_running)
-
-
-@cli.group()
-def bench() -> None:
-    """Benchmarks on a real broker and real worker processes (run from a source checkout)."""
 
 
 @bench.command("pipeline")

@@ -51,6 +51,15 @@ class Pipeline:
                 )
                 out.append(route_rejection(inbound, error, self.settings.topics, self.worker_id))
                 continue
+            except Exception as exc:  # a decoder bug must cost one message, not the batch and the worker
+                log.exception("could not decode %s[%d]@%d", inbound.topic, inbound.partition, inbound.offset)
+                message = f"could not decode the message: {type(exc).__name__}: {exc}"
+                out.append(
+                    dead_letter(
+                        inbound, ErrorCode.PROCESSING_FAILED, message, None, self.settings.topics, self.worker_id
+                    )
+                )
+                continue
             accepted.append((inbound, doc, queue_ms[i] if queue_ms else 0.0))
         out.extend(self._extract_and_route(accepted))
         return out

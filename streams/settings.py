@@ -26,6 +26,8 @@ class KafkaSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     session_timeout_s: float = 30.0
     # The model may hold a batch for seconds; the consumer must not be evicted meanwhile.
     max_poll_interval_s: float = 300.0
+    # Most bytes one fetch brings per partition (at least one message, however large).
+    max_partition_fetch_bytes: int = 1024 * 1024
 
 
 class TopicSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -48,6 +50,10 @@ class BatchSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_documents: int = 32
     window_ms: float = 5.0
     max_document_bytes: int = 512 * 1024
+    # Documents fetched ahead of the model (Faust's stream buffer; fetching pauses when it is full).
+    # Times max_document_bytes, it bounds what a flood of input can make the worker hold: Faust's
+    # default of 4096 would allow 2 GiB of 512 KiB documents, this 64 MiB.
+    buffer_documents: int = 128
 
 
 class WorkerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -76,6 +82,19 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     model: EngineSettings = msgspec.field(default_factory=EngineSettings)
     worker: WorkerSettings = msgspec.field(default_factory=WorkerSettings)
     alerts: AlertSettings = msgspec.field(default_factory=AlertSettings)
+
+
+def settings_environ(settings: Settings) -> dict[str, str]:
+    """The `SEQSTREAM_*` variables that make `load_settings` build these settings (for child workers)."""
+    env: dict[str, str] = {}
+    for section, values in msgspec.to_builtins(settings).items():
+        for name, value in values.items():
+            if value is None:  # unset: the default applies
+                continue
+            env[f"{ENV_PREFIX}{section.upper()}__{name.upper()}"] = (
+                str(value).lower() if isinstance(value, bool) else str(value)
+            )
+    return env
 
 
 def load_settings(environ: Mapping[str, str] | None = None, **overrides: dict[str, Any]) -> Settings:

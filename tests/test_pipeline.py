@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from model.reference import ReferenceEngine
 from model.validate import Extraction
 from ops.samples import sample_documents
 from schemas.decode import decode_document
@@ -15,6 +14,7 @@ from streams.batching import Failed, run_isolated
 from streams.pipeline import Pipeline
 from streams.routing import Inbound, route_extraction
 from streams.settings import Settings
+from tests.poisoned_worker import PoisonedEngine
 
 NOW = datetime(2026, 12, 2, tzinfo=UTC)
 
@@ -25,15 +25,6 @@ def inbound(value: bytes | None, offset: int) -> Inbound:
 
 def settings_for(engine_settings) -> Settings:
     return Settings(model=engine_settings)
-
-
-class PoisonedEngine(ReferenceEngine):
-    """The real engine, made to raise whenever one particular document is in its batch."""
-
-    def extract(self, docs):
-        if any(d.doc_id.endswith("poison") for d in docs):
-            raise RuntimeError("CUDA error: device-side assert triggered")
-        return super().extract(docs)
 
 
 def test_bisect_isolates_the_failing_item() -> None:

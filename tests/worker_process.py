@@ -5,6 +5,7 @@ end-to-end tests, which must see the real CLI, the real Faust app and the real b
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import socket
@@ -21,6 +22,7 @@ from pathlib import Path
 import msgspec
 from confluent_kafka import Consumer, KafkaError
 
+from ops.soak import rss_bytes
 from streams.settings import Settings, load_settings
 
 
@@ -51,17 +53,32 @@ def isolated_settings(
     return load_settings(env), env
 
 
+WORKER_COMMAND = [sys.executable, "-m", "streams.cli", "worker"]
+
+
 class WorkerProcess:
-    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+    """`command` replaces `seqstream worker`, e.g. with a wrapper that injects a fault."""
+
+    def __init__(self, env: dict[str, str], log_path: Path, command: list[str] | None = None) -> None:
         self.env = {**os.environ, **env}
         self.log_path = log_path
+        self.command = command or WORKER_COMMAND
         self.process: subprocess.Popen | None = None
+        self.starts = 0
 
     def start(self) -> None:
         log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "streams.cli", "worker"], env=self.env, stdout=log, stderr=subprocess.STDOUT
-        )
+        self.process = subprocess.Popen(self.command, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        self.starts += 1
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def rss_bytes(self) -> int:
+        """Resident memory now, from /proc (Linux): what the kernel charges the worker."""
+        return rss_bytes(self.pid)
 
     def kill(self) -> None:
         assert self.process is not None
@@ -97,6 +114,18 @@ class WorkerProcess:
             time.sleep(0.5)
         raise AssertionError(f"/readyz never answered 200 (last: {status} {body!r})\n{self.log_tail()}")
 
+    def log_count(self, text: str) -> int:
+        return self.log_path.read_text(errors="replace").count(text) if self.log_path.exists() else 0
+
+    def wait_for_log(self, text: str, count: int = 1, timeout_s: float = 120) -> None:
+        """Until `text` has appeared `count` times in the log (the log is kept across restarts)."""
+        deadline = time.monotonic() + timeout_s
+        while self.log_count(text) < count:
+            self.assert_alive()
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{text!r} not logged {count} times in {timeout_s} s:\n{self.log_tail()}")
+            time.sleep(0.2)
+
 
 def free_port() -> int:
     """A port nobody listens on right now (the worker binds it a moment later)."""
@@ -126,6 +155,57 @@ class Outputs:
     def doc_ids(self, *topics: str) -> list[str]:
         return [r["doc_id"] for t in topics for r in self.records[t]]
 
+    def results(self, settings: Settings) -> list[dict]:
+        """Every record that answers one input document: field, review and dead-letter records."""
+        t = settings.topics
+        return [r for topic in (t.fields, t.review, t.dead_letter) for r in self.records[topic]]
+
+
+def without_processing(record: dict) -> bytes:
+    """A record's bytes apart from `processing`, the one part a redelivery may change."""
+    return msgspec.json.encode({k: v for k, v in record.items() if k != "processing"})
+
+
+@dataclass
+class Accounting:
+    """Documents sent against the records that came back for them, keyed by doc_id."""
+
+    sent: int
+    received: int  # distinct documents with at least one result record
+    duplicated: int  # result records beyond the first per document (at-least-once redeliveries)
+    lost: list[str]
+    unexpected: list[str]  # doc_ids that came back but were never sent
+    differing: list[str]  # documents whose duplicates differ outside `processing`
+
+    @classmethod
+    def of(cls, sent_ids: set[str], records: list[dict]) -> Accounting:
+        versions: dict[str, list[bytes]] = defaultdict(list)
+        for record in records:
+            versions[record.get("doc_id") or "<no doc_id>"].append(without_processing(record))
+        return cls(
+            sent=len(sent_ids),
+            received=len(sent_ids & set(versions)),
+            duplicated=sum(len(v) - 1 for v in versions.values()),
+            lost=sorted(sent_ids - set(versions)),
+            unexpected=sorted(set(versions) - sent_ids),
+            differing=sorted(doc_id for doc_id, v in versions.items() if len(set(v)) > 1),
+        )
+
+    def assert_complete(self) -> None:
+        assert not self.lost, f"{len(self.lost)} documents lost, e.g. {self.lost[:5]}"
+        assert not self.unexpected, f"records for documents never sent: {self.unexpected[:5]}"
+        assert not self.differing, f"duplicates differ outside `processing`: {self.differing[:5]}"
+
+
+def report(scenario: str, **numbers: object) -> None:
+    """One greppable line per scenario (run pytest with -s); ops/RELIABILITY.md quotes them."""
+    print(f"\nRELIABILITY {scenario}: " + " ".join(f"{k}={v}" for k, v in numbers.items()), flush=True)
+
+
+_quiet_logger = logging.getLogger("tests.output_reader")
+_quiet_logger.addHandler(logging.NullHandler())
+_quiet_logger.propagate = False
+
 
 class OutputReader:
     def __init__(self, settings: Settings) -> None:
@@ -137,6 +217,9 @@ class OutputReader:
                 "group.id": f"reader-{uuid.uuid4()}",
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
+                # Connection errors while a test has the broker down are expected; the reader
+                # reconnects by itself and its log would bury the test's own output.
+                "logger": _quiet_logger,
             }
         )
         self.consumer.subscribe(self.topics)

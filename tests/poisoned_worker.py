@@ -1,0 +1,38 @@
+"""`seqstream worker` with an engine that raises whenever a document whose doc_id ends in "poison"
+is in its batch, the real engine otherwise: the fault a CUDA assert or a tokenizer bug would cause.
+
+    python -m tests.poisoned_worker worker
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import model.engine
+from model.config import EngineSettings
+from model.engine import BatchResult, Engine
+from model.reference import ReferenceEngine
+from schemas.messages import Document
+
+
+class PoisonedEngine(ReferenceEngine):
+    """The real engine, made to raise whenever one particular document is in its batch."""
+
+    def extract(self, docs: Sequence[Document]) -> BatchResult:
+        if any(d.doc_id.endswith("poison") for d in docs):
+            raise RuntimeError("CUDA error: device-side assert triggered")
+        return super().extract(docs)
+
+
+def build_poisoned_engine(settings: EngineSettings) -> Engine:
+    from model.loading import load_model
+
+    return PoisonedEngine(load_model(settings), settings)
+
+
+if __name__ == "__main__":
+    # The CLI imports build_engine when the worker starts, so this replacement is what it finds.
+    model.engine.build_engine = build_poisoned_engine
+    from streams.cli import main
+
+    main()
