@@ -164,6 +164,24 @@ def demo(ctx: click.Context, documents: int, keep_running: bool) -> None:
     run_demo(_settings(ctx), documents=documents, keep_running=keep_running)
 
 
+@cli.group()
+def corpus() -> None:
+    """Generated documents with ground truth."""
+
+
+@corpus.command("generate")
+@click.option("--count", type=int, default=100, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--noise", type=float, default=0.0, show_default=True, help="OCR-style noise per character.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True)
+def corpus_generate(count: int, seed: int, noise: float, output: Path) -> None:
+    """Write FILE.jsonl (raw documents) and FILE.truth.jsonl (their ground truth)."""
+    from ops.corpus.generate import generate_corpus, truth_path, write_corpus
+
+    written = write_corpus(output, generate_corpus(count, seed, noise))
+    click.echo(f"wrote {written} documents to {output} and their ground truth to {truth_path(output)}")
+
+
 def _engine(settings: Settings):
     from model.engine import build_engine
     from model.loading import ModelNotFoundError
