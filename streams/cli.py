@@ -182,6 +182,21 @@ def corpus_generate(count: int, seed: int, noise: float, output: Path) -> None:
     click.echo(f"wrote {written} documents to {output} and their ground truth to {truth_path(output)}")
 
 
+@cli.command("eval")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Also write the table.")
+@click.pass_context
+def eval_accuracy(ctx: click.Context, file: Path, json_out: Path | None) -> None:
+    """Score the engine on a generated corpus (FILE.jsonl and its FILE.truth.jsonl)."""
+    from ops.accuracy import evaluate_file, format_report
+
+    settings = _settings(ctx)
+    report = evaluate_file(_engine(settings), file, settings.batch.max_documents)
+    click.echo(format_report(report))
+    if json_out:
+        json_out.write_text(json.dumps(report.as_dict(), indent=2, ensure_ascii=False) + "\n")
+
+
 def _engine(settings: Settings):
     from model.engine import build_engine
     from model.loading import ModelNotFoundError

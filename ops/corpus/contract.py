@@ -51,9 +51,12 @@ def contract(fake: Faker, rng: random.Random, b: DocumentBuilder, target: int) -
     b.text("甲方（用人单位）：").value("甲方", employer)
     if short:
         b.text("（以下简称“甲方”）")
-    b.text(f"\n统一社会信用代码：{credit_code(rng)}\n地址：{fake.address()}\n")
-    b.text("乙方（劳动者）：").value("乙方", employee)
-    b.text(f"，身份证号码：{fake.ssn()}，联系电话：{phone(rng, fake.phone_number())}\n")
+    if target:  # registration details only in full documents; brief ones keep just the values
+        b.text(f"\n统一社会信用代码：{credit_code(rng)}\n地址：{fake.address()}")
+    b.text("\n乙方（劳动者）：").value("乙方", employee)
+    if target:
+        b.text(f"，身份证号码：{fake.ssn()}，联系电话：{phone(rng, fake.phone_number())}")
+    b.text("\n")
     b.pad_to(b.length + target // 3, FILLER[:8], rng)
     if rng.random() >= MISSING:
         start = signed + timedelta(days=rng.randrange(1, 30))

@@ -100,7 +100,7 @@ def resume(fake: Faker, rng: random.Random, b: DocumentBuilder, target: int) -> 
     b.text("\n手机：").value("手机号码", phone(rng, fake.phone_number()))
     if rng.random() >= MISSING:
         b.text("    邮箱：").value("电子邮箱", fake.free_email())
-    b.text(f"\n现居住地：{fake.address()}\n")
+    b.text(f"\n现居住地：{fake.address()}\n" if target else "\n")
     b.pad_to(b.length + target // 3, RESUME_FILLER[:5], rng)
     start = rng.randrange(born.year + 22, 2025)
     b.text(f"\n工作经历：\n{full_width(str(start)) if rng.random() < 0.2 else start}年至今  ")
