@@ -13,7 +13,8 @@ class EngineSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     path: str = DEFAULT_MODEL
     # "fast": our BLOOM runner (model/fast.py); "reference": transformers' generate(), the oracle.
     engine: Literal["fast", "reference"] = "fast"
-    # auto = the best this machine has: flash-attn, else FlexAttention on CUDA; SDPA on CPU.
+    # auto = the best this machine has: flash-attn, else FlexAttention on CUDA; eager on CPU
+    # (the one whose rounding does not depend on the batch; see model/attention.py).
     attention: Literal["auto", "flash", "flex", "sdpa", "eager"] = "auto"
     # Compile the decode step (CUDA graphs on GPU); auto = on CUDA only, where it pays for itself.
     compile: Literal["auto", "on", "off"] = "auto"

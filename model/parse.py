@@ -8,7 +8,7 @@ something we accept (a substring of the source, or a known label when classifyin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from schemas.messages import ReviewCode
@@ -61,6 +61,15 @@ def parse_extraction(output: str, labels: Sequence[str], accept: Callable[[str],
         else:
             answer.values[label] = _dedupe(split_values(value, value_start, accept))
     return answer
+
+
+def format_extraction(labels: Sequence[str], values: Mapping[str, Sequence[str]]) -> str:
+    """The answer `parse_extraction` reads back as `values`: what a trained model should write."""
+    lines = []
+    for label in labels:
+        found = values.get(label) or []
+        lines.append(f"{label}: {VALUE_SEPARATORS[0].join(found) if found else NO_VALUE}")
+    return "\n".join(lines)
 
 
 def parse_classification(output: str, labels: Sequence[str]) -> ParsedAnswer:

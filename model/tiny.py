@@ -60,6 +60,33 @@ def build_tiny_bloom(
     which makes equivalence tests meaningful (the default model repeats one token).
     """
     tokenizer = train_tokenizer(corpus, vocab_size)
+    model = init_tiny_bloom(
+        tokenizer,
+        seed=seed,
+        hidden_size=hidden_size,
+        n_layer=n_layer,
+        n_head=n_head,
+        initializer_range=initializer_range,
+    )
+    config = model.config
+    directory.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    manifest = {"recipe": "random-tiny-bloom", "seed": seed, "weights": "random", "config": config.to_diff_dict()}
+    (directory / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return directory
+
+
+def init_tiny_bloom(
+    tokenizer: PreTrainedTokenizerFast,
+    *,
+    seed: int,
+    hidden_size: int,
+    n_layer: int,
+    n_head: int,
+    initializer_range: float = 0.02,
+) -> BloomForCausalLM:
+    """A randomly initialised BLOOM sized for `tokenizer`, with BLOOM's special-token ids."""
     config = BloomConfig(
         vocab_size=len(tokenizer),
         hidden_size=hidden_size,
@@ -71,10 +98,4 @@ def build_tiny_bloom(
         initializer_range=initializer_range,
     )
     torch.manual_seed(seed)
-    model = BloomForCausalLM(config)
-    directory.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    manifest = {"recipe": "random-tiny-bloom", "seed": seed, "weights": "random", "config": config.to_diff_dict()}
-    (directory / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    return directory
+    return BloomForCausalLM(config)

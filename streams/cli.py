@@ -315,6 +315,39 @@ def bench_pipeline(
         click.echo(f"wrote {path}")
 
 
+@cli.group()
+def corpus() -> None:
+    """Generated documents with ground truth."""
+
+
+@corpus.command("generate")
+@click.option("--count", type=int, default=100, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--noise", type=float, default=0.0, show_default=True, help="OCR-style noise per character.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True)
+def corpus_generate(count: int, seed: int, noise: float, output: Path) -> None:
+    """Write FILE.jsonl (raw documents) and FILE.truth.jsonl (their ground truth)."""
+    from ops.corpus.generate import generate_corpus, truth_path, write_corpus
+
+    written = write_corpus(output, generate_corpus(count, seed, noise))
+    click.echo(f"wrote {written} documents to {output} and their ground truth to {truth_path(output)}")
+
+
+@cli.command("eval")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Also write the table.")
+@click.pass_context
+def eval_accuracy(ctx: click.Context, file: Path, json_out: Path | None) -> None:
+    """Score the engine on a generated corpus (FILE.jsonl and its FILE.truth.jsonl)."""
+    from ops.accuracy import evaluate_file, format_report
+
+    settings = _settings(ctx)
+    report = evaluate_file(_engine(settings), file, settings.batch.max_documents)
+    click.echo(format_report(report))
+    if json_out:
+        json_out.write_text(json.dumps(report.as_dict(), indent=2, ensure_ascii=False) + "\n")
+
+
 def _engine(settings: Settings):
     from model.engine import build_engine
     from model.loading import ModelNotFoundError

@@ -1,0 +1,97 @@
+"""Real model behaviour on every route, from a BLOOM trained here to memorise a few documents
+(`memorised_model_dir`): nothing about the thresholds is changed to make a route happen."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from model.config import EngineSettings
+from model.engine import Engine, build_engine
+from model.train import answer_texts
+from ops.accuracy import evaluate_file, normalise
+from ops.corpus import generate_corpus, write_corpus
+from schemas.decode import decode_document
+from schemas.messages import ReviewCode
+from tests.conftest import memorised_documents
+
+MAX_NEW_TOKENS = 160
+
+
+@pytest.fixture(scope="module")
+def engine(memorised_model_dir: Path) -> Engine:
+    return build_engine(EngineSettings(path=str(memorised_model_dir), engine="fast", max_new_tokens=MAX_NEW_TOKENS))
+
+
+def as_document(raw: dict):
+    return decode_document(msgspec.json.encode(raw), 1 << 20)
+
+
+def test_the_answers_fit_in_the_generation_limit(memorised_model_dir: Path) -> None:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(memorised_model_dir)
+    for generated in memorised_documents():
+        for answer in answer_texts(as_document(generated.raw()), generated.values(), 6):
+            assert len(tokenizer(answer)["input_ids"]) < MAX_NEW_TOKENS
+
+
+def test_memorised_documents_come_out_validated_with_their_values(engine: Engine) -> None:
+    generated = memorised_documents()
+    settings = EngineSettings()
+    result = engine.extract([as_document(g.raw()) for g in generated])
+    for g, extraction in zip(generated, result.extractions, strict=True):
+        assert extraction.reasons == [], (g.doc_id, extraction.reasons)
+        assert {label: [s.text for s in spans] for label, spans in extraction.fields.items()} == g.values()
+        for spans in extraction.fields.values():
+            for span in spans:
+                assert g.text[span.start : span.end] == span.text
+                assert span.confidence > settings.confidence_threshold
+        assert extraction.alarms == []
+
+
+def test_an_unseen_document_goes_to_review_and_its_invented_values_are_rejected(engine: Engine) -> None:
+    unseen = list(generate_corpus(5, seed=99, brief=True))
+    result = engine.extract([as_document(g.raw()) for g in unseen])
+    for g, extraction in zip(unseen, result.extractions, strict=True):
+        assert extraction.needs_review, g.doc_id
+        # Whatever it wrote, nothing outside the document became a field.
+        assert all(g.text[s.start : s.end] == s.text for spans in extraction.fields.values() for s in spans)
+    codes = {r.code for e in result.extractions for r in e.reasons}
+    assert ReviewCode.NOT_IN_SOURCE in codes
+
+
+def test_accuracy_harness_scores_memorised_and_unseen_corpora(engine: Engine, tmp_path: Path) -> None:
+    seen = tmp_path / "seen.jsonl"
+    write_corpus(seen, iter(memorised_documents()))
+    report = evaluate_file(engine, seen, batch_size=4)
+    table = report.as_dict()
+    assert table["micro"]["f1"] == 1.0 and table["micro"]["exact_match"] == 1.0
+    assert table["fields_share"] == 1.0 and table["not_in_source_values"] == 0
+
+    unseen = tmp_path / "unseen.jsonl"
+    write_corpus(unseen, generate_corpus(5, seed=99, brief=True))
+    report = evaluate_file(engine, unseen, batch_size=4).as_dict()
+    assert report["review_share"] == 1.0
+    assert report["micro"]["recall"] < 0.5
+    assert report["not_in_source_values"] > 0
+    json.dumps(report)  # the table is plain JSON
+
+
+def test_normalise_folds_widths_and_spaces() -> None:
+    assert normalise("１３８ ００１３") == normalise("1380013")
+
+
+def test_garbage_text_goes_to_review(engine: Engine) -> None:
+    # Measured: this memoriser is confidently wrong on garbage (no step above 2.5 nats), so
+    # garbage is caught by the answer checks, not by entropy; see the issue 5 note.
+    garbage = ["罏菕匮漤轱谲臔瓒謁篔" * 10, "hcbmlh4ndb qx 93k" * 8, "#" * 50]
+    docs = [as_document({"doc_id": f"g{i}", "text": t, "field_set": "contract"}) for i, t in enumerate(garbage)]
+    for extraction in engine.extract(docs).extractions:
+        assert extraction.needs_review
+        assert all(
+            spans == [] or all(s.text in "".join(garbage) for s in spans) for spans in extraction.fields.values()
+        )
