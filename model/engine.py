@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -24,6 +25,20 @@ class Engine(Protocol):
     def extract(self, docs: Sequence[Document]) -> BatchResult:
         """One `Extraction` per document, in order. May raise; the caller isolates the culprit."""
         ...
+
+
+def ms_since(started: float) -> float:
+    """Milliseconds since a `time.perf_counter()` reading."""
+    return (time.perf_counter() - started) * 1000
+
+
+def sum_timings(parts: Iterable[Timings]) -> Timings:
+    """Stage by stage, the time several batches took one after another."""
+    total = Timings()
+    for part in parts:
+        for name in Timings.__struct_fields__:
+            setattr(total, name, getattr(total, name) + getattr(part, name))
+    return total
 
 
 def decode_settings(settings: EngineSettings) -> DecodeSettings:

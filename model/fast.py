@@ -17,7 +17,7 @@ from torch import nn
 from model.attention import make_attention, pick_backend
 from model.bloom import MIN_GEMM_ROWS, Bloom
 from model.config import EngineSettings
-from model.engine import BatchResult, decode_settings
+from model.engine import BatchResult, decode_settings, ms_since
 from model.generate import decode_n_tokens, make_decode_one_token, prefill
 from model.loading import LoadedModel
 from model.prompt import encode_prompts
@@ -107,7 +107,7 @@ class FastEngine:
             encode_prompts(self.tokenizer, doc, self.settings.labels_per_prompt, self.settings.max_input_tokens)
             for doc in docs
         ]
-        timings.tokenize_ms = _ms_since(started)
+        timings.tokenize_ms = ms_since(started)
 
         generations: list[list[Generation]] = [[] for _ in docs]
         for group in self.plan([prompts for _, prompts, _ in encoded]):
@@ -119,7 +119,7 @@ class FastEngine:
             interpret(doc, chunks, generations[i], self.decode, self.settings, truncated)
             for i, (doc, (chunks, _, truncated)) in enumerate(zip(docs, encoded, strict=True))
         ]
-        timings.postprocess_ms = _ms_since(started)
+        timings.postprocess_ms = ms_since(started)
         tokens = sum(len(g.token_ids) for doc in generations for g in doc)
         return BatchResult(extractions=extractions, timings=timings, generated_tokens=tokens)
 
@@ -179,7 +179,7 @@ class FastEngine:
             observe,
         )
         flat = collect_generations(steps, self.eos_id)[: len(rows)]
-        timings.decode_ms += _ms_since(decode_started)
+        timings.decode_ms += ms_since(decode_started)
         out: list[list[Generation]] = [[] for _ in group]
         cursor = 0
         for i, doc in zip(order, docs, strict=True):
@@ -258,7 +258,3 @@ class FastEngine:
     def _sync(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-
-
-def _ms_since(started: float) -> float:
-    return (time.perf_counter() - started) * 1000

@@ -13,7 +13,7 @@ import torch
 from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
 
 from model.config import EngineSettings
-from model.engine import BatchResult, decode_settings
+from model.engine import BatchResult, decode_settings, ms_since
 from model.loading import LoadedModel
 from model.prompt import encode_prompts
 from model.signals import Generation, StepSignals, collect_generations, step_signals
@@ -77,7 +77,7 @@ class ReferenceEngine:
             chunks.append(doc_chunks)
             truncated.append(was_cut)
             prompts.extend(Prompt(doc_index, ids) for ids in token_ids)
-        timings.tokenize_ms = _ms_since(started)
+        timings.tokenize_ms = ms_since(started)
 
         generations = self.generate_all(prompts, timings)
 
@@ -89,7 +89,7 @@ class ReferenceEngine:
             interpret(doc, chunks[i], per_doc[i], self.decode, self.settings, truncated[i])
             for i, doc in enumerate(docs)
         ]
-        timings.postprocess_ms = _ms_since(started)
+        timings.postprocess_ms = ms_since(started)
         tokens = sum(len(g.token_ids) for g in generations)
         return BatchResult(extractions=extractions, timings=timings, generated_tokens=tokens)
 
@@ -127,7 +127,3 @@ class ReferenceEngine:
 
     def decode(self, token_ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
-
-
-def _ms_since(started: float) -> float:
-    return (time.perf_counter() - started) * 1000

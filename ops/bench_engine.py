@@ -20,6 +20,7 @@ import msgspec
 import torch
 
 from model.config import EngineSettings
+from model.engine import sum_timings
 from model.fast import FastEngine
 from model.loading import load_model
 from model.reference import ReferenceEngine
@@ -55,15 +56,14 @@ def _field_set_labels(name: str) -> tuple[str, ...]:
 
 
 def run(engine, docs: list[Document], batch: int) -> tuple[list[Extraction], Timings, int, float]:
-    extractions, total, tokens = [], Timings(), 0
+    extractions, timings, tokens = [], [], 0
     started = time.perf_counter()
     for start in range(0, len(docs), batch):
         result = engine.extract(docs[start : start + batch])
         extractions += result.extractions
         tokens += result.generated_tokens
-        for stage in STAGES:
-            setattr(total, stage, getattr(total, stage) + getattr(result.timings, stage))
-    return extractions, total, tokens, time.perf_counter() - started
+        timings.append(result.timings)
+    return extractions, sum_timings(timings), tokens, time.perf_counter() - started
 
 
 def comparable(extraction: Extraction) -> dict:

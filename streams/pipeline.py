@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from model.engine import BatchResult, Engine
+from model.engine import BatchResult, Engine, sum_timings
 from model.validate import Extraction
 from schemas.decode import DocumentError, decode_document
 from schemas.messages import Document, ErrorCode, Processing, Timings
@@ -74,7 +74,7 @@ class Pipeline:
             return result.extractions
 
         results = run_isolated(run, [doc for _, doc, _ in accepted])
-        batch_timings = _sum_timings(timings)
+        batch_timings = sum_timings(timings)
         completed_at = datetime.now(UTC)
         if accepted:
             metrics.observe_model_timings(batch_timings)
@@ -116,11 +116,3 @@ class Pipeline:
         if accepted:
             metrics.observe_stage("serialise", time.monotonic() - serialise_started)
         return out
-
-
-def _sum_timings(parts: list[Timings]) -> Timings:
-    total = Timings()
-    for part in parts:
-        for name in Timings.__struct_fields__:
-            setattr(total, name, getattr(total, name) + getattr(part, name))
-    return total
