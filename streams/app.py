@@ -20,6 +20,7 @@ from faust.web import Request, Response, View
 
 from streams import metrics
 from streams.health import BrokerProbe, Readiness
+from streams.kafka_security import faust_credentials
 from streams.pipeline import Pipeline
 from streams.routing import Inbound, Outgoing
 from streams.settings import Settings
@@ -34,6 +35,8 @@ def create_app(settings: Settings, pipeline: Pipeline) -> faust.App:
     app = faust.App(
         settings.worker.app_id,
         broker=f"kafka://{servers}",
+        # None = plaintext; else SASL (SCRAM) and/or TLS, from the same fields as the CLI's clients.
+        broker_credentials=faust_credentials(settings.kafka),
         datadir=settings.worker.data_dir,
         consumer_auto_offset_reset="earliest",
         producer_acks=settings.kafka.producer_acks,

@@ -10,11 +10,13 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from tqdm import tqdm
 
 from schemas.decode import salvage_doc_id
+from streams.kafka_security import librdkafka_security
 from streams.settings import Settings
 
 
 def client_config(settings: Settings) -> dict[str, str]:
-    return {"bootstrap.servers": settings.kafka.bootstrap_servers}
+    """What every confluent-kafka client and AdminClient of ours starts from: address and security."""
+    return {"bootstrap.servers": settings.kafka.bootstrap_servers, **librdkafka_security(settings.kafka)}
 
 
 def produce_lines(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -28,6 +28,25 @@ class KafkaSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_poll_interval_s: float = 300.0
     # Most bytes one fetch brings per partition (at least one message, however large).
     max_partition_fetch_bytes: int = 1024 * 1024
+    # Security: one set of fields maps to both the Faust consumer and the confluent-kafka clients
+    # (streams/kafka_security.py). SASL_SSL with SCRAM-SHA-512 is the intended production setting.
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"] = "SCRAM-SHA-512"
+    sasl_username: str = ""
+    sasl_password: str = ""
+    # CA bundle (PEM) that signed the brokers' certificates; empty = the system's trust store.
+    ssl_cafile: str = ""
+    # Client certificate and key (PEM), only for brokers that require mutual TLS.
+    ssl_certfile: str = ""
+    ssl_keyfile: str = ""
+    # Off only for a test broker without a matching name in its certificate: it allows impostors.
+    ssl_check_hostname: bool = True
+
+    def __repr__(self) -> str:
+        # msgspec's repr would print every field; the password must never reach a log or a traceback.
+        shown = {f: getattr(self, f) for f in self.__struct_fields__ if f != "sasl_password"}
+        masked = "'***'" if self.sasl_password else "''"
+        return f"KafkaSettings({', '.join(f'{k}={v!r}' for k, v in shown.items())}, sasl_password={masked})"
 
 
 class TopicSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from streams.kafka_io import client_config
 from streams.settings import Settings
 
 
@@ -50,7 +51,7 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
 
 def create_topics(settings: Settings, timeout_s: float = 30.0) -> dict[str, str]:
     """Create missing topics; returns name -> "created" or "exists". Safe to run again."""
-    admin = AdminClient({"bootstrap.servers": settings.kafka.bootstrap_servers})
+    admin = AdminClient(client_config(settings))
     specs = topic_specs(settings)
     existing = set(admin.list_topics(timeout=timeout_s).topics)
     outcome = {s.name: "exists" for s in specs if s.name in existing}

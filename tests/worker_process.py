@@ -23,6 +23,7 @@ import msgspec
 from confluent_kafka import Consumer, KafkaError
 
 from ops.soak import rss_bytes
+from streams.kafka_io import client_config
 from streams.settings import Settings, load_settings
 
 
@@ -213,7 +214,7 @@ class OutputReader:
         self.topics = [t.fields, t.review, t.alerts, t.dead_letter]
         self.consumer = Consumer(
             {
-                "bootstrap.servers": settings.kafka.bootstrap_servers,
+                **client_config(settings),
                 "group.id": f"reader-{uuid.uuid4()}",
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
