@@ -205,7 +205,7 @@ def _tcp_accepts(port: int) -> bool:
         return False
 
 
-def _metadata_ok(bootstrap: str, timeout: float) -> bool:
+def _metadata_ok(bootstrap: str, timeout: float, client_config: Mapping[str, str]) -> bool:
     try:
         from confluent_kafka.admin import AdminClient
     except ImportError:
@@ -214,7 +214,7 @@ def _metadata_ok(bootstrap: str, timeout: float) -> bool:
     quiet = logging.getLogger("ops.kafka.launcher.probe")
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False
-    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet})
+    admin = AdminClient({**client_config, "bootstrap.servers": bootstrap, "logger": quiet})
     try:
         metadata = admin.list_topics(timeout=timeout)
     except Exception:  # KafkaException while the broker is still fenced/starting
@@ -272,15 +272,28 @@ class KafkaBroker:
     Ports are fixed when the object is built (port=0 picks a free one), so
     restart() comes back on the same bootstrap address and the same data dir.
     `extra_config` may still be edited before start(); it is re-read on every start.
+
+    A secured broker (see ops/kafka/secure.py) also needs `format_args` (e.g. `--add-scram ...`,
+    used when the log dir is first formatted) and `client_config`: the librdkafka security options
+    the readiness probe must use on `port`.
     """
 
-    def __init__(self, data_dir: Path, port: int = 0, extra_config: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int = 0,
+        extra_config: dict[str, str] | None = None,
+        format_args: list[str] | None = None,
+        client_config: dict[str, str] | None = None,
+    ) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.port = port or free_port()
         self.controller_port = free_port()
         while self.controller_port == self.port:
             self.controller_port = free_port()
         self.extra_config: dict[str, str] = dict(extra_config or {})
+        self.format_args: list[str] = list(format_args or [])
+        self.client_config: dict[str, str] = dict(client_config or {})
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_offset = 0  # where the current run starts in broker.log
         self._cds_dump: tuple[Path, Path] | None = None  # (being written, final)
@@ -381,6 +394,7 @@ class KafkaBroker:
             *self._cds_read_options(libs),
             "kafka.tools.StorageTool", "format",
             "-t", new_cluster_id(), "-c", str(self.properties_path), "--ignore-formatted",
+            *self.format_args,
         ]  # fmt: skip
         with self.log_path.open("ab") as log:
             log.write(f"=== kafka-storage format {time.ctime()} ===\n".encode())
@@ -454,7 +468,9 @@ class KafkaBroker:
                 )
             # The cheap TCP check comes first so that the client is not
             # created, and does not log, against a closed port.
-            if _tcp_accepts(self.port) and _metadata_ok(self.bootstrap_servers, min(5.0, max(remaining, 0.5))):
+            if _tcp_accepts(self.port) and _metadata_ok(
+                self.bootstrap_servers, min(5.0, max(remaining, 0.5)), self.client_config
+            ):
                 return
             time.sleep(0.2)
 
