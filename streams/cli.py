@@ -68,6 +68,22 @@ def topics_create(ctx: click.Context) -> None:
         click.echo(f"{outcome:8} {name}")
 
 
+@cli.group()
+def acls() -> None:
+    """Manage the ACLs of a broker that enforces them."""
+
+
+@acls.command("grant")
+@click.argument("principal")
+@click.pass_context
+def acls_grant(ctx: click.Context, principal: str) -> None:
+    """Give PRINCIPAL (e.g. User:seqstream-worker) exactly the ACLs a worker needs; run as an admin."""
+    from streams.acls import grant_worker_acls
+
+    for binding in grant_worker_acls(_settings(ctx), principal):
+        click.echo(f"allow {binding.operation.name:6} {binding.restype.name.lower()} {binding.name}")
+
+
 @cli.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--topic", help="Topic to publish to (default: the raw topic).")

@@ -1,0 +1,55 @@
+"""The ACLs a worker's principal needs on a broker that enforces them, and granting them.
+
+Exactly these, nothing cluster-wide (topics are created beforehand by an admin, e.g. with
+`seqstream topics create` run as the admin):
+
+- READ on the raw topic (READ implies DESCRIBE), and READ on the consumer group `worker.app_id`;
+- WRITE on each output topic: fields, review, alerts, dead letters, audit (WRITE implies DESCRIBE).
+
+Nothing for Faust's internal topics: with `topic_disable_leader` and no tables the app creates
+none (tests/test_security.py runs the worker with exactly these). An app that adds a table would
+also need ALL on topics prefixed `<app_id>-`.
+
+An idempotent producer needs no IDEMPOTENT_WRITE on the cluster when it may WRITE a topic (KIP-679).
+"""
+
+from __future__ import annotations
+
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from streams.kafka_io import client_config
+from streams.settings import Settings
+
+
+def worker_acl_bindings(settings: Settings, principal: str) -> list[AclBinding]:
+    """`principal` as Kafka writes it, e.g. `User:seqstream-worker`."""
+    t = settings.topics
+
+    def allow(kind: ResourceType, name: str, operation: AclOperation) -> AclBinding:
+        return AclBinding(kind, name, ResourcePatternType.LITERAL, principal, "*", operation, AclPermissionType.ALLOW)
+
+    return [
+        allow(ResourceType.TOPIC, t.raw, AclOperation.READ),
+        allow(ResourceType.GROUP, settings.worker.app_id, AclOperation.READ),
+        *(
+            allow(ResourceType.TOPIC, name, AclOperation.WRITE)
+            for name in (t.fields, t.review, t.alerts, t.dead_letter, t.audit)
+        ),
+    ]
+
+
+def grant_worker_acls(settings: Settings, principal: str, timeout_s: float = 30.0) -> list[AclBinding]:
+    """Create the worker's ACLs with the credentials in `settings` (a principal allowed to ALTER the
+    cluster, e.g. a super user). Safe to run again: an existing ACL is simply kept."""
+    bindings = worker_acl_bindings(settings, principal)
+    admin = AdminClient(client_config(settings))
+    for future in admin.create_acls(bindings, request_timeout=timeout_s).values():
+        future.result(timeout=timeout_s)  # raises KafkaException, e.g. when we may not alter ACLs
+    return bindings
