@@ -28,20 +28,19 @@ from streams.kafka_io import client_config
 from streams.settings import Settings
 
 
+def allow(principal: str, kind: ResourceType, name: str, operation: AclOperation) -> AclBinding:
+    """One ALLOW ACL on exactly the resource named, from any host."""
+    return AclBinding(kind, name, ResourcePatternType.LITERAL, principal, "*", operation, AclPermissionType.ALLOW)
+
+
 def worker_acl_bindings(settings: Settings, principal: str) -> list[AclBinding]:
     """`principal` as Kafka writes it, e.g. `User:seqstream-worker`."""
     t = settings.topics
-
-    def allow(kind: ResourceType, name: str, operation: AclOperation) -> AclBinding:
-        return AclBinding(kind, name, ResourcePatternType.LITERAL, principal, "*", operation, AclPermissionType.ALLOW)
-
+    outputs = (t.fields, t.review, t.alerts, t.dead_letter, t.audit)
     return [
-        allow(ResourceType.TOPIC, t.raw, AclOperation.READ),
-        allow(ResourceType.GROUP, settings.worker.app_id, AclOperation.READ),
-        *(
-            allow(ResourceType.TOPIC, name, AclOperation.WRITE)
-            for name in (t.fields, t.review, t.alerts, t.dead_letter, t.audit)
-        ),
+        allow(principal, ResourceType.TOPIC, t.raw, AclOperation.READ),
+        allow(principal, ResourceType.GROUP, settings.worker.app_id, AclOperation.READ),
+        *(allow(principal, ResourceType.TOPIC, name, AclOperation.WRITE) for name in outputs),
     ]
 
 

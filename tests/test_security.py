@@ -18,18 +18,12 @@ import msgspec
 import pytest
 from click.testing import CliRunner
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
-from confluent_kafka.admin import (
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    AdminClient,
-    ResourcePatternType,
-    ResourceType,
-)
+from confluent_kafka.admin import AclOperation, AdminClient, ResourceType
 
 from ops.kafka.launcher import KafkaBroker
 from ops.kafka.secure import SUPER_USER, TlsFiles, make_certificates, secure_broker
 from ops.samples import sample_documents
+from streams.acls import allow
 from streams.cli import cli
 from streams.kafka_io import client_config, produce_lines
 from streams.settings import Settings
@@ -151,10 +145,7 @@ def test_principal_without_acls_may_neither_read_raw_nor_write_fields(secured, w
     # A consumer group of its own, so that the group is no obstacle: librdkafka reports a topic
     # refusal only once it is in a group (with assign() it stays silent, measured).
     group = f"intruder-{secrets.token_hex(4)}"
-    binding = AclBinding(
-        ResourceType.GROUP, group, ResourcePatternType.LITERAL, f"User:{INTRUDER}", "*",
-        AclOperation.READ, AclPermissionType.ALLOW,
-    )  # fmt: skip
+    binding = allow(f"User:{INTRUDER}", ResourceType.GROUP, group, AclOperation.READ)
     admin_client = AdminClient(client_config(admin))  # held: a dropped client fails its futures
     for future in admin_client.create_acls([binding]).values():
         future.result(timeout=30)
