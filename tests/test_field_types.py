@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from model.field_types import id_card_check_digit, matches, viable_prefix
+from model.lexicon import organisation_ok, person_ok
 
 
 @pytest.mark.parametrize(("first17", "check"), [("11010519491231002", "X"), ("44030419900101001", "1")])
@@ -54,3 +55,13 @@ def test_impossible_prefixes_are_refused() -> None:
     assert not viable_prefix("phone", "138001380001")
     assert not viable_prefix("id_card", "1101A")
     assert not viable_prefix("email", "a@b@")
+
+
+@pytest.mark.parametrize("name", ["司马光", "诸葛亮", "张伟", "John Smith"])
+def test_person_lexicon_accepts_names(name: str) -> None:
+    assert person_ok(name)
+
+
+@pytest.mark.parametrize("name", ["北京大学", "中国工商银行", "华为技术有限公司", "复旦大学附属中山医院"])
+def test_organisation_lexicon_accepts_organisations(name: str) -> None:
+    assert organisation_ok(name)
