@@ -1,0 +1,67 @@
+"""Type checks of typed fields: whole values, decode-time prefixes, the ID check digit, the lexicons."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from model.field_types import id_card_check_digit, matches, viable_prefix
+from model.lexicon import organisation_ok, person_ok
+
+
+@pytest.mark.parametrize(("first17", "check"), [("11010519491231002", "X"), ("44030419900101001", "1")])
+def test_check_digit(first17: str, check: str) -> None:
+    assert id_card_check_digit(first17) == check
+
+
+@pytest.mark.parametrize(
+    ("kind", "value", "ok"),
+    [
+        ("phone", "13800138000", True),
+        ("phone", "１３８００１３８０００", True),
+        ("phone", "12800138000", False),
+        ("id_card", "11010519491231002x", True),
+        ("id_card", "110105194912310021", False),
+        ("email", "zhang.san@example.com", True),
+        ("email", "zhang@@example.com", False),
+        ("person", "欧阳娜娜", True),
+        ("person", "王伟", True),
+        ("person", "有限公司", False),
+        ("organisation", "上海恒达物流有限公司", True),
+        ("organisation", "王伟", False),
+        ("text", "anything", True),
+    ],
+)
+def test_matches(kind, value: str, ok: bool) -> None:
+    assert matches(kind, value) is ok
+
+
+@given(st.from_regex(r"1[3-9][0-9]{9}", fullmatch=True))
+def test_every_prefix_of_a_mobile_is_viable(value: str) -> None:
+    assert matches("phone", value)
+    assert all(viable_prefix("phone", value[:i]) for i in range(len(value) + 1))
+
+
+@given(st.from_regex(r"[0-9]{17}", fullmatch=True))
+def test_every_prefix_of_an_id_number_is_viable(first17: str) -> None:
+    value = first17 + id_card_check_digit(first17)
+    assert matches("id_card", value)
+    assert all(viable_prefix("id_card", value[:i]) for i in range(len(value) + 1))
+
+
+def test_impossible_prefixes_are_refused() -> None:
+    assert not viable_prefix("phone", "12")
+    assert not viable_prefix("phone", "138001380001")
+    assert not viable_prefix("id_card", "1101A")
+    assert not viable_prefix("email", "a@b@")
+
+
+@pytest.mark.parametrize("name", ["司马光", "诸葛亮", "张伟", "John Smith"])
+def test_person_lexicon_accepts_names(name: str) -> None:
+    assert person_ok(name)
+
+
+@pytest.mark.parametrize("name", ["北京大学", "中国工商银行", "华为技术有限公司", "复旦大学附属中山医院"])
+def test_organisation_lexicon_accepts_organisations(name: str) -> None:
+    assert organisation_ok(name)
