@@ -4,7 +4,9 @@ Exactly these, nothing cluster-wide (topics are created beforehand by an admin, 
 `seqstream topics create` run as the admin):
 
 - READ on the raw topic (READ implies DESCRIBE), and READ on the consumer group `worker.app_id`;
-- WRITE on each output topic: fields, review, alerts, dead letters, audit (WRITE implies DESCRIBE).
+- WRITE on each output topic: fields, review, alerts, dead letters, audit (WRITE implies DESCRIBE);
+- with `worker.delivery=exactly_once`, also WRITE on the worker's transactional id (the producer's
+  transactions; offsets sent to a transaction are authorised by the READ on the group).
 
 Nothing for Faust's internal topics: with `topic_disable_leader` and no tables the app creates
 none (tests/test_security.py runs the worker with exactly these). An app that adds a table would
@@ -25,7 +27,7 @@ from confluent_kafka.admin import (
 )
 
 from streams.kafka_io import client_config
-from streams.settings import Settings
+from streams.settings import Settings, transactional_id
 
 
 def allow(principal: str, kind: ResourceType, name: str, operation: AclOperation) -> AclBinding:
@@ -37,11 +39,16 @@ def worker_acl_bindings(settings: Settings, principal: str) -> list[AclBinding]:
     """`principal` as Kafka writes it, e.g. `User:seqstream-worker`."""
     t = settings.topics
     outputs = (t.fields, t.review, t.alerts, t.dead_letter, t.audit)
-    return [
+    bindings = [
         allow(principal, ResourceType.TOPIC, t.raw, AclOperation.READ),
         allow(principal, ResourceType.GROUP, settings.worker.app_id, AclOperation.READ),
         *(allow(principal, ResourceType.TOPIC, name, AclOperation.WRITE) for name in outputs),
     ]
+    if settings.worker.delivery == "exactly_once":
+        bindings.append(
+            allow(principal, ResourceType.TRANSACTIONAL_ID, transactional_id(settings.worker), AclOperation.WRITE)
+        )
+    return bindings
 
 
 def grant_worker_acls(settings: Settings, principal: str, timeout_s: float = 30.0) -> list[AclBinding]:

@@ -22,7 +22,7 @@ from streams import metrics
 from streams.health import BrokerProbe, Readiness
 from streams.kafka_security import faust_credentials
 from streams.pipeline import Pipeline
-from streams.routing import Inbound, Outgoing
+from streams.routing import Inbound, Outgoing, outcome_of_topic
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -56,13 +56,7 @@ def create_app(settings: Settings, pipeline: Pipeline) -> faust.App:
         name: app.topic(name, key_serializer="raw", value_serializer="raw")
         for name in (t.fields, t.review, t.alerts, t.dead_letter, t.audit)
     }
-    outcome_of = {
-        t.fields: "fields",
-        t.review: "review",
-        t.alerts: "alert",
-        t.dead_letter: "dead_letter",
-        t.audit: "audit",
-    }
+    outcome_of = outcome_of_topic(t)
     # One model thread: the GPU runs one batch at a time, and the event loop stays free for
     # heartbeats and fetching while it does.
     model_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model")
@@ -72,14 +66,6 @@ def create_app(settings: Settings, pipeline: Pipeline) -> faust.App:
     async def write(outgoing: list[Outgoing]) -> None:
         pending = [await outputs[o.topic].send(key=o.key, value=o.value) for o in outgoing]
         await asyncio.gather(*pending)
-
-    def count_written(outgoing: list[Outgoing]) -> None:
-        acked_at = datetime.now(UTC)
-        for o in outgoing:
-            outcome = outcome_of[o.topic]
-            metrics.OUTPUTS.labels(outcome=outcome).inc()
-            if o.submitted_at is not None and outcome not in ("alert", "audit"):
-                metrics.END_TO_END_SECONDS.observe(max((acked_at - o.submitted_at).total_seconds(), 0.0))
 
     @app.agent(raw_topic, name="extract")
     async def extract(stream: faust.StreamT) -> None:
@@ -104,7 +90,7 @@ def create_app(settings: Settings, pipeline: Pipeline) -> faust.App:
             produce_started = time.monotonic()
             await write(outgoing)
             metrics.observe_stage("produce", time.monotonic() - produce_started)
-            count_written(outgoing)
+            metrics.count_outputs((outcome_of[o.topic], o.submitted_at) for o in outgoing)
             for event in events:
                 await stream.ack(event)
             metrics.INPUT_MESSAGES.inc(len(events))
@@ -154,13 +140,7 @@ def _add_operations_pages(app: faust.App, settings: Settings, pipeline: Pipeline
     async def readyz(self: View, request: Request) -> Response:
         state = await readiness()
         metrics.READY.set(1 if state.ready else 0)
-        body = {
-            "ready": state.ready,
-            "consumer_assigned": state.consumer_assigned,
-            "model_loaded": state.model_loaded,
-            "broker_reachable": state.broker_reachable,
-        }
-        return self.json(body, status=200 if state.ready else 503)
+        return self.json(state.body(), status=200 if state.ready else 503)
 
     @app.timer(LAG_INTERVAL_S)
     async def update_lag_and_readiness() -> None:

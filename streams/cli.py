@@ -7,10 +7,14 @@ import logging
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from streams.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from streams.pipeline import Pipeline
 
 log = logging.getLogger("seqstream")
 
@@ -39,9 +43,6 @@ def cli(ctx: click.Context, bootstrap: str | None, model_path: str | None) -> No
 @click.pass_context
 def worker(ctx: click.Context, create_topics: bool) -> None:
     """Consume the raw topic and extract fields until stopped."""
-    import faust
-
-    from streams.app import create_app
     from streams.pipeline import Pipeline
     from streams.topics import create_topics as make_topics
 
@@ -49,8 +50,29 @@ def worker(ctx: click.Context, create_topics: bool) -> None:
     engine = _engine(settings)
     if create_topics:
         make_topics(settings)
-    app = create_app(settings, Pipeline(engine, settings))
+    pipeline = Pipeline(engine, settings)
+    if settings.worker.delivery == "exactly_once":
+        _run_transactional(settings, pipeline)
+        return
+    import faust
+
+    from streams.app import create_app
+
+    app = create_app(settings, pipeline)
     faust.Worker(app, loglevel=settings.worker.log_level.upper(), quiet=True).execute_from_commandline()
+
+
+def _run_transactional(settings: Settings, pipeline: Pipeline) -> None:
+    import signal
+    import threading
+
+    from streams.transactional import TransactionalWorker
+
+    stop = threading.Event()
+    # SIGTERM (docker stop, Kubernetes) and Ctrl-C: finish the batch in hand, commit, leave the group.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    TransactionalWorker(settings, pipeline).run(stop)
 
 
 @cli.group()

@@ -27,6 +27,15 @@ class Readiness:
     def ready(self) -> bool:
         return self.consumer_assigned and self.model_loaded and self.broker_reachable
 
+    def body(self) -> dict[str, bool]:
+        """What /readyz answers, with 200 when ready and 503 when not."""
+        return {
+            "ready": self.ready,
+            "consumer_assigned": self.consumer_assigned,
+            "model_loaded": self.model_loaded,
+            "broker_reachable": self.broker_reachable,
+        }
+
 
 class BrokerProbe:
     """Blocking calls: run them off the event loop. One lock, because the client is not re-entrant."""

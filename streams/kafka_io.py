@@ -73,6 +73,9 @@ def consume(
             "group.id": f"seqstream-reader-{uuid.uuid4()}",
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest" if from_beginning else "latest",
+            # An exactly-once worker's records appear once their batch's transaction commits; an
+            # aborted batch's never (librdkafka's default, stated because the guarantee rests on it).
+            "isolation.level": "read_committed",
         }
     )
     consumer.subscribe(topics)

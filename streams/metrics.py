@@ -8,6 +8,7 @@ dashboard test compares the Grafana queries against `exported_series()`, nothing
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 from prometheus_client.core import Metric
@@ -137,6 +138,15 @@ def set_consumer_lag(lag: Mapping[tuple[str, int], int]) -> None:
     CONSUMER_LAG.clear()
     for (topic, partition), behind in lag.items():
         CONSUMER_LAG.labels(topic=topic, partition=str(partition)).set(behind)
+
+
+def count_outputs(outcomes: Iterable[tuple[str, datetime | None]]) -> None:
+    """After the broker acknowledged a batch's writes: (outcome, the document's submitted_at) each."""
+    acked_at = datetime.now(UTC)
+    for outcome, submitted_at in outcomes:
+        OUTPUTS.labels(outcome=outcome).inc()
+        if submitted_at is not None and outcome not in ("alert", "audit"):
+            END_TO_END_SECONDS.observe(max((acked_at - submitted_at).total_seconds(), 0.0))
 
 
 def render() -> bytes:

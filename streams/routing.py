@@ -55,6 +55,17 @@ class Outgoing:
     submitted_at: datetime | None = None
 
 
+def outcome_of_topic(topics: TopicSettings) -> dict[str, str]:
+    """Output topic name -> the outcome label the metrics count it under."""
+    return {
+        topics.fields: "fields",
+        topics.review: "review",
+        topics.alerts: "alert",
+        topics.dead_letter: "dead_letter",
+        topics.audit: "audit",
+    }
+
+
 def route_extraction(
     doc: Document,
     extraction: Extraction,

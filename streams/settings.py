@@ -28,6 +28,10 @@ class KafkaSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_poll_interval_s: float = 300.0
     # Most bytes one fetch brings per partition (at least one message, however large).
     max_partition_fetch_bytes: int = 1024 * 1024
+    # Exactly-once mode only: the broker aborts a transaction left open longer than this (a worker
+    # that died mid-commit under a transactional id nobody reuses). A transaction spans only the
+    # writes of one batch, after the model is done, so it can be short.
+    transaction_timeout_s: float = 30.0
     # Security: one set of fields maps to both the Faust consumer and the confluent-kafka clients
     # (streams/kafka_security.py). SASL_SSL with SCRAM-SHA-512 is the intended production setting.
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
@@ -78,12 +82,24 @@ class BatchSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class WorkerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     app_id: str = "seqstream"
     worker_id: str = msgspec.field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
+    # at_least_once: the Faust agent (streams/app.py); a crash may repeat a batch's records, which
+    # are byte-identical outside `processing`. exactly_once: each batch's records and its input
+    # offsets commit in one Kafka transaction (streams/transactional.py); readers need read_committed.
+    delivery: Literal["at_least_once", "exactly_once"] = "at_least_once"
+    # Exactly-once only. Keep it stable per worker slot (e.g. a StatefulSet pod name): a restarted
+    # worker with the same id aborts its predecessor's open transaction at once, where a new id
+    # leaves read_committed readers waiting up to kafka.transaction_timeout_s. Empty = app_id-worker_id.
+    transactional_id: str = ""
     # Faust's web server (0 = off); it serves /metrics, /healthz and /readyz.
     web_port: int = 0
     log_level: str = "info"
     data_dir: str = "var/faust"
     # Write every record's per-token decode trace to the audit topic (costs bytes; see ops/BENCHMARKS.md).
     audit: bool = False
+
+
+def transactional_id(worker: WorkerSettings) -> str:
+    return worker.transactional_id or f"{worker.app_id}-{worker.worker_id}"
 
 
 class AlertSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
