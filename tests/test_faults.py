@@ -8,7 +8,6 @@ worker 4 times; the broker test 600 documents; the group test 600; the poison te
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 import time
@@ -19,11 +18,18 @@ from datetime import UTC, datetime
 import msgspec
 import pytest
 
-from ops.samples import sample_documents
 from streams.kafka_io import produce_lines
 from streams.settings import Settings
 from streams.topics import create_topics
-from tests.worker_process import Accounting, OutputReader, Outputs, WorkerProcess, isolated_settings, report
+from tests.worker_process import (
+    Accounting,
+    OutputReader,
+    Outputs,
+    WorkerProcess,
+    isolated_settings,
+    report,
+    sample_messages,
+)
 
 pytestmark = pytest.mark.kafka
 
@@ -34,13 +40,6 @@ pytestmark = pytest.mark.kafka
 FAULT_OVERRIDES = {"model__max_new_tokens": "8", "batch__max_documents": "16", "kafka__session_timeout_s": "10"}
 READY = "[^Worker]: Ready"
 BATCH_DONE = "] batch of "
-
-
-def _documents(n: int, seed: int) -> tuple[list[bytes], set[str]]:
-    values = [msgspec.json.encode(raw) for raw, _ in sample_documents(n, seed=seed)]
-    ids = {json.loads(v)["doc_id"] for v in values}
-    assert len(ids) == n, "sample doc_ids must be unique for the accounting to mean anything"
-    return values, ids
 
 
 @pytest.fixture
@@ -78,7 +77,7 @@ KILLS = 4
 def test_worker_sigkilled_at_random_moments_loses_nothing(fault_env) -> None:
     settings, reader, new_worker = fault_env
     t = settings.topics
-    messages, ids = _documents(2000, seed=61)
+    messages, ids = sample_messages(2000, seed=61)
     seen = _results_seen(settings)
     rng = random.Random(6)
     # Kill points: after a seeded number of documents, then a seeded delay, so that a kill lands
@@ -129,7 +128,7 @@ def test_worker_sigkilled_at_random_moments_loses_nothing(fault_env) -> None:
 def test_broker_restarted_mid_run_worker_recovers_by_itself(fault_env, kafka_broker) -> None:
     settings, reader, new_worker = fault_env
     t = settings.topics
-    messages, ids = _documents(600, seed=62)
+    messages, ids = sample_messages(600, seed=62)
     seen = _results_seen(settings)
 
     worker = new_worker()
@@ -169,7 +168,7 @@ def test_broker_restarted_mid_run_worker_recovers_by_itself(fault_env, kafka_bro
 def test_two_workers_split_partitions_and_the_survivor_finishes(fault_env) -> None:
     settings, reader, new_worker = fault_env
     t = settings.topics
-    messages, ids = _documents(600, seed=63)
+    messages, ids = sample_messages(600, seed=63)
     a, b = new_worker("worker-a"), new_worker("worker-b")
     a.start()
     b.start()
@@ -198,7 +197,7 @@ def test_two_workers_split_partitions_and_the_survivor_finishes(fault_env) -> No
     before = {id(r) for topic in (t.fields, t.review) for r in reader.outputs.records[topic]}
     # a may have finished its partitions before it died (on a quiet machine it does): documents
     # published after the kill land on every partition, so b must serve a's as well to finish.
-    later, later_ids = _documents(120, seed=64)
+    later, later_ids = sample_messages(120, seed=64)
     produce_lines(settings, t.raw, later)
     ids = ids | later_ids
     out = reader.read_until(lambda o: ids <= set(o.doc_ids(t.fields, t.review)), timeout_s=600, worker=b)
@@ -239,7 +238,7 @@ POISON_COMMAND = [sys.executable, "-m", "tests.poisoned_worker", "worker"]
 def test_engine_raising_on_one_document_costs_only_that_document(fault_env) -> None:
     settings, reader, new_worker = fault_env
     t = settings.topics
-    messages, ids = _documents(60, seed=64)
+    messages, ids = sample_messages(60, seed=64)
     poisoned = [
         msgspec.json.encode({"doc_id": f"doc-{i}-poison", "text": "某某文本", "labels": ["甲方"]}) for i in (1, 2)
     ]

@@ -22,6 +22,7 @@ from pathlib import Path
 import msgspec
 from confluent_kafka import Consumer, KafkaError
 
+from ops.samples import sample_documents
 from ops.soak import rss_bytes
 from streams.kafka_io import client_config
 from streams.settings import Settings, load_settings
@@ -52,6 +53,14 @@ def isolated_settings(
         **{f"SEQSTREAM_{k.upper()}": v for k, v in overrides.items()},
     }
     return load_settings(env), env
+
+
+def sample_messages(n: int, seed: int) -> tuple[list[bytes], set[str]]:
+    """`n` sample documents as raw-topic messages, and their doc_ids (unique, or the accounting lies)."""
+    values = [msgspec.json.encode(raw) for raw, _ in sample_documents(n, seed=seed)]
+    ids = {json.loads(v)["doc_id"] for v in values}
+    assert len(ids) == n, "sample doc_ids must be unique for the accounting to mean anything"
+    return values, ids
 
 
 WORKER_COMMAND = [sys.executable, "-m", "streams.cli", "worker"]
@@ -209,7 +218,10 @@ _quiet_logger.propagate = False
 
 
 class OutputReader:
-    def __init__(self, settings: Settings) -> None:
+    """read_committed, like every reader of ours: an aborted transaction's records are never seen;
+    `read_uncommitted` shows them too (what a careless consumer of an exactly-once worker would get)."""
+
+    def __init__(self, settings: Settings, isolation: str = "read_committed") -> None:
         t = settings.topics
         self.topics = [t.fields, t.review, t.alerts, t.dead_letter]
         self.consumer = Consumer(
@@ -218,6 +230,7 @@ class OutputReader:
                 "group.id": f"reader-{uuid.uuid4()}",
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
+                "isolation.level": isolation,
                 # Connection errors while a test has the broker down are expected; the reader
                 # reconnects by itself and its log would bury the test's own output.
                 "logger": _quiet_logger,
@@ -243,6 +256,18 @@ class OutputReader:
                     raise AssertionError(message.error())
                 self.outputs.records[message.topic()].append(msgspec.json.decode(message.value()))
                 self.outputs.keys[message.topic()].append(message.key())
+        return self.outputs
+
+    def drain(self, idle_s: float = 3.0) -> Outputs:
+        """Read on until nothing has arrived for `idle_s`: for asserting that no more records come."""
+        last = time.monotonic()
+        while time.monotonic() - last < idle_s:
+            for message in self.consumer.consume(500, timeout=0.5):
+                if message.error():
+                    continue
+                self.outputs.records[message.topic()].append(msgspec.json.decode(message.value()))
+                self.outputs.keys[message.topic()].append(message.key())
+                last = time.monotonic()
         return self.outputs
 
     def close(self) -> None:

@@ -1,0 +1,168 @@
+"""Exactly-once delivery on a real broker: `worker.delivery=exactly_once` (streams/transactional.py).
+
+The worker is SIGKILLed inside open transactions, their records already on the broker
+(tests/slow_commit_worker.py holds each transaction open a moment and says so), and restarted
+under the same transactional id. A read_committed reader must then see exactly one result record
+per document: none lost, none duplicated. A read_uncommitted reader beside it must see the killed
+transactions' records, the duplicates that read_committed kept out: without them the test would
+not have shown anything. Prints a `RELIABILITY ...` line (run with -s) that ops/RELIABILITY.md quotes.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from datetime import UTC, datetime
+
+import pytest
+from confluent_kafka.admin import AclOperation, ResourceType
+
+from streams.acls import worker_acl_bindings
+from streams.kafka_io import produce_lines
+from streams.routing import Inbound
+from streams.settings import load_settings
+from streams.topics import create_topics
+from streams.transactional import first_offsets, next_offsets
+from tests.worker_process import Accounting, OutputReader, WorkerProcess, isolated_settings, report, sample_messages
+
+pytestmark = pytest.mark.kafka
+
+READY = "exactly-once worker ready"
+OPEN = "transaction open"
+COMMITTED = " committed in "
+SLOW_COMMIT_WORKER = [sys.executable, "-m", "tests.slow_commit_worker", "worker"]
+KILLS = 3
+DOCUMENTS = 1000
+
+
+def _inbound(partition: int, offset: int) -> Inbound:
+    return Inbound("raw", partition, offset, None, b"{}", datetime.now(UTC))
+
+
+def test_a_batch_commits_one_past_its_last_offset_and_rewinds_to_its_first() -> None:
+    batch = [_inbound(2, 7), _inbound(0, 40), _inbound(2, 5), _inbound(0, 41), _inbound(2, 6)]
+    assert [(tp.partition, tp.offset) for tp in next_offsets(batch)] == [(0, 42), (2, 8)]
+    assert [(tp.partition, tp.offset) for tp in first_offsets(batch)] == [(0, 40), (2, 5)]
+
+
+def test_exactly_once_worker_is_granted_its_transactional_id_and_nothing_more() -> None:
+    settings = load_settings({}, worker={"delivery": "exactly_once", "transactional_id": "slot-3"})
+    extra = {(b.restype, b.name, b.operation) for b in worker_acl_bindings(settings, "User:w")} - {
+        (b.restype, b.name, b.operation) for b in worker_acl_bindings(load_settings({}), "User:w")
+    }
+    assert extra == {(ResourceType.TRANSACTIONAL_ID, "slot-3", AclOperation.WRITE)}
+
+
+@pytest.fixture
+def exactly_once(kafka_bootstrap, tiny_model_dir, tmp_path):
+    settings, env = isolated_settings(
+        kafka_bootstrap,
+        tiny_model_dir,
+        tmp_path / "data",
+        model__max_new_tokens="8",
+        batch__max_documents="16",
+        kafka__session_timeout_s="10",
+        worker__delivery="exactly_once",
+        # One worker slot, restarted: the same id lets each start abort the killed one's transaction.
+        worker__transactional_id="seqstream-test-slot-0",
+    )
+    create_topics(settings)
+    committed, uncommitted = OutputReader(settings), OutputReader(settings, isolation="read_uncommitted")
+    worker = WorkerProcess(env, tmp_path / "worker.log", SLOW_COMMIT_WORKER)
+    yield settings, worker, committed, uncommitted
+    worker.stop()
+    committed.close()
+    uncommitted.close()
+
+
+@pytest.mark.timeout(900)
+def test_sigkilled_exactly_once_worker_writes_every_document_once(exactly_once) -> None:
+    settings, worker, committed, uncommitted = exactly_once
+    t = settings.topics
+    messages, ids = sample_messages(DOCUMENTS, seed=64)
+    rng = random.Random(7)
+    thresholds = sorted(rng.sample(range(100, DOCUMENTS - 200), KILLS))
+
+    def answered(outputs) -> int:
+        return len(set(outputs.doc_ids(t.fields, t.review, t.dead_letter)))
+
+    worker.start()
+    produce_lines(settings, t.raw, messages)
+    left_at_kill: list[int] = []
+    recovery_s: list[float] = []
+    for threshold in thresholds:
+        committed.read_until(lambda o, n=threshold: answered(o) >= n, timeout_s=300, worker=worker)
+        worker.wait_for_log(OPEN, count=worker.log_count(OPEN) + 1, timeout_s=120)
+        worker.kill()
+        left_at_kill.append(len(ids) - answered(committed.outputs))
+        restarted = time.monotonic()
+        worker.start()
+        worker.wait_for_log(READY, count=worker.starts, timeout_s=300)
+        recovery_s.append(time.monotonic() - restarted)
+    out = committed.read_until(lambda o: ids <= set(o.doc_ids(t.fields, t.review, t.dead_letter)), 600, worker)
+    out = committed.drain()  # late records, if any (there must be none), are counted too
+    seen_uncommitted = uncommitted.read_until(lambda o: len(o.results(settings)) >= len(out.results(settings)), 60)
+    seen_uncommitted = uncommitted.drain()
+
+    accounting = Accounting.of(ids, out.results(settings))
+    aborted = Accounting.of(ids, seen_uncommitted.results(settings)).duplicated
+    report(
+        "exactly-once-sigkill",
+        sent=accounting.sent,
+        received=accounting.received,
+        duplicated=accounting.duplicated,
+        lost=len(accounting.lost),
+        kills=KILLS,
+        left_at_kill=left_at_kill,
+        restart_to_ready_s=[round(s, 1) for s in recovery_s],
+        aborted_records_seen_by_read_uncommitted=aborted,
+    )
+    assert all(left > 0 for left in left_at_kill), left_at_kill
+    assert aborted > 0, "no killed transaction's records reached the broker: read_committed was not tested"
+    accounting.assert_complete()
+    assert accounting.duplicated == 0, "a document has more than one committed result record"
+    assert not out.records[t.dead_letter]
+
+
+def test_broker_restarted_mid_run_exactly_once_worker_recovers_by_itself(exactly_once, kafka_broker) -> None:
+    settings, worker, committed, _ = exactly_once
+    t = settings.topics
+    messages, ids = sample_messages(400, seed=65)
+
+    def answered(outputs) -> int:
+        return len(set(outputs.doc_ids(t.fields, t.review, t.dead_letter)))
+
+    worker.start()
+    produce_lines(settings, t.raw, messages)
+    committed.read_until(lambda o: answered(o) >= 100, timeout_s=300, worker=worker)
+    # Stopped inside a transaction: its records are out, its commit cannot happen until the broker is back.
+    worker.wait_for_log(OPEN, count=worker.log_count(OPEN) + 1, timeout_s=120)
+    kafka_broker.stop()
+    stopped = time.monotonic()
+    time.sleep(8)
+    worker.assert_alive()
+    commits_before = worker.log_count(COMMITTED)
+    kafka_broker.start()
+    restarted = time.monotonic()
+    worker.wait_for_log(COMMITTED, count=commits_before + 1, timeout_s=300)
+    recovered = time.monotonic()
+    out = committed.read_until(lambda o: ids <= set(o.doc_ids(t.fields, t.review, t.dead_letter)), 600, worker)
+    out = committed.drain()
+
+    accounting = Accounting.of(ids, out.results(settings))
+    report(
+        "exactly-once-broker-restart",
+        sent=accounting.sent,
+        received=accounting.received,
+        duplicated=accounting.duplicated,
+        lost=len(accounting.lost),
+        broker_down_s=round(restarted - stopped, 1),
+        broker_up_to_next_commit_s=round(recovered - restarted, 1),
+        worker_starts=worker.starts,
+    )
+    worker.assert_alive()
+    assert worker.starts == 1, "the worker was restarted: it did not recover by itself"
+    accounting.assert_complete()
+    assert accounting.duplicated == 0
+    assert not out.records[t.dead_letter]
