@@ -6,7 +6,9 @@ Exactly these, nothing cluster-wide (topics are created beforehand by an admin, 
 - READ on the raw topic (READ implies DESCRIBE), and READ on the consumer group `worker.app_id`;
 - WRITE on each output topic: fields, review, alerts, dead letters, audit (WRITE implies DESCRIBE);
 - with `worker.delivery=exactly_once`, also WRITE on the worker's transactional id (the producer's
-  transactions; offsets sent to a transaction are authorised by the READ on the group).
+  transactions; offsets sent to a transaction are authorised by the READ on the group): the literal
+  id when `worker.transactional_id` is set, else every id prefixed `<app_id>-`, because the default
+  id ends in the worker's pid, which the admin granting the ACL cannot know.
 
 Nothing for Faust's internal topics: with `topic_disable_leader` and no tables the app creates
 none (tests/test_security.py runs the worker with exactly these). An app that adds a table would
@@ -27,12 +29,18 @@ from confluent_kafka.admin import (
 )
 
 from streams.kafka_io import client_config
-from streams.settings import Settings, transactional_id
+from streams.settings import Settings, transactional_id_prefix
 
 
-def allow(principal: str, kind: ResourceType, name: str, operation: AclOperation) -> AclBinding:
-    """One ALLOW ACL on exactly the resource named, from any host."""
-    return AclBinding(kind, name, ResourcePatternType.LITERAL, principal, "*", operation, AclPermissionType.ALLOW)
+def allow(
+    principal: str,
+    kind: ResourceType,
+    name: str,
+    operation: AclOperation,
+    pattern: ResourcePatternType = ResourcePatternType.LITERAL,
+) -> AclBinding:
+    """One ALLOW ACL on the resource named (or every one it prefixes), from any host."""
+    return AclBinding(kind, name, pattern, principal, "*", operation, AclPermissionType.ALLOW)
 
 
 def worker_acl_bindings(settings: Settings, principal: str) -> list[AclBinding]:
@@ -45,9 +53,11 @@ def worker_acl_bindings(settings: Settings, principal: str) -> list[AclBinding]:
         *(allow(principal, ResourceType.TOPIC, name, AclOperation.WRITE) for name in outputs),
     ]
     if settings.worker.delivery == "exactly_once":
-        bindings.append(
-            allow(principal, ResourceType.TRANSACTIONAL_ID, transactional_id(settings.worker), AclOperation.WRITE)
-        )
+        if settings.worker.transactional_id:
+            name, pattern = settings.worker.transactional_id, ResourcePatternType.LITERAL
+        else:
+            name, pattern = transactional_id_prefix(settings.worker), ResourcePatternType.PREFIXED
+        bindings.append(allow(principal, ResourceType.TRANSACTIONAL_ID, name, AclOperation.WRITE, pattern))
     return bindings
 
 

@@ -100,10 +100,13 @@ def acls() -> None:
 @click.pass_context
 def acls_grant(ctx: click.Context, principal: str) -> None:
     """Give PRINCIPAL (e.g. User:seqstream-worker) exactly the ACLs a worker needs; run as an admin."""
+    from confluent_kafka.admin import ResourcePatternType
+
     from streams.acls import grant_worker_acls
 
     for binding in grant_worker_acls(_settings(ctx), principal):
-        click.echo(f"allow {binding.operation.name:6} {binding.restype.name.lower()} {binding.name}")
+        prefixed = "*" if binding.resource_pattern_type == ResourcePatternType.PREFIXED else ""
+        click.echo(f"allow {binding.operation.name:6} {binding.restype.name.lower()} {binding.name}{prefixed}")
 
 
 @cli.command()

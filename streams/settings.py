@@ -98,8 +98,12 @@ class WorkerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     audit: bool = False
 
 
+def transactional_id_prefix(worker: WorkerSettings) -> str:
+    return f"{worker.app_id}-"
+
+
 def transactional_id(worker: WorkerSettings) -> str:
-    return worker.transactional_id or f"{worker.app_id}-{worker.worker_id}"
+    return worker.transactional_id or transactional_id_prefix(worker) + worker.worker_id
 
 
 class AlertSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

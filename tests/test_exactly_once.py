@@ -16,12 +16,12 @@ import time
 from datetime import UTC, datetime
 
 import pytest
-from confluent_kafka.admin import AclOperation, ResourceType
+from confluent_kafka.admin import AclOperation, ResourcePatternType, ResourceType
 
 from streams.acls import worker_acl_bindings
 from streams.kafka_io import produce_lines
 from streams.routing import Inbound
-from streams.settings import load_settings
+from streams.settings import load_settings, transactional_id
 from streams.topics import create_topics
 from streams.transactional import first_offsets, next_offsets
 from tests.worker_process import Accounting, OutputReader, WorkerProcess, isolated_settings, report, sample_messages
@@ -52,6 +52,18 @@ def test_exactly_once_worker_is_granted_its_transactional_id_and_nothing_more() 
         (b.restype, b.name, b.operation) for b in worker_acl_bindings(load_settings({}), "User:w")
     }
     assert extra == {(ResourceType.TRANSACTIONAL_ID, "slot-3", AclOperation.WRITE)}
+
+
+def test_without_a_stable_id_the_grant_covers_every_id_of_the_app() -> None:
+    # The default id ends in the worker's pid, unknown to the admin who grants the ACL.
+    settings = load_settings({}, worker={"delivery": "exactly_once", "app_id": "extract"})
+    granted = worker_acl_bindings(settings, "User:w")[-1]
+    assert (granted.restype, granted.name, granted.resource_pattern_type) == (
+        ResourceType.TRANSACTIONAL_ID,
+        "extract-",
+        ResourcePatternType.PREFIXED,
+    )
+    assert transactional_id(settings.worker).startswith(granted.name)
 
 
 @pytest.fixture
