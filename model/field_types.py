@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
-
 from model.lexicon import organisation_ok, person_ok
 from model.width import fold_width
-
-FieldType = Literal["text", "phone", "id_card", "date", "amount", "email", "person", "organisation"]
+from schemas.field_sets import FieldType
 
 MOBILE = re.compile(r"1[3-9][0-9]{9}")
 ID_CARD = re.compile(r"[0-9]{17}[0-9X]")
