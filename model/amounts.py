@@ -1,4 +1,4 @@
-"""Money as documents write it (大写 numerals, 万 and k multipliers, ¥/RMB/USD markers, salary ranges) read into decimals."""
+"""Money as documents write it (大写 numerals, 万 and k multipliers, ¥/RMB/USD markers, salary ranges), as decimals."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import cn2an
 from model.width import fold_width
 
 _CURRENCY_PREFIX = re.compile(r"^(人民币|RMB|CNY|US\$|USD|HK\$|HKD|EUR|GBP|JPY|¥|\$|€|£)", re.IGNORECASE)
-_CURRENCY_SUFFIX = re.compile(r"(人民币|美元|美金|欧元|港元|港币|日元|英镑|元|圆|块钱|块|RMB|CNY|USD|HKD|EUR|GBP|JPY)$", re.IGNORECASE)
+_CURRENCY_SUFFIX = re.compile(
+    r"(人民币|美元|美金|欧元|港元|港币|日元|英镑|元|圆|块钱|块|RMB|CNY|USD|HKD|EUR|GBP|JPY)$", re.IGNORECASE
+)
 _CURRENCIES = {
     "人民币": "CNY", "rmb": "CNY", "cny": "CNY", "¥": "CNY", "元": "CNY", "圆": "CNY", "块钱": "CNY", "块": "CNY",
     "us$": "USD", "usd": "USD", "$": "USD", "美元": "USD", "美金": "USD",
