@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import NamedTuple
 
-import cn2an
-
+from model.numerals import chinese_number
 from model.width import fold_width
 
 _CURRENCY_PREFIX = re.compile(r"^(人民币|RMB|CNY|US\$|USD|HK\$|HKD|EUR|GBP|JPY|¥|\$|€|£)", re.IGNORECASE)
@@ -111,12 +110,5 @@ def _number(side: str) -> tuple[Decimal, str | None] | None:
         return Decimal(found["n"]) * (_MULTIPLIERS[multiplier] if multiplier else 1), multiplier
     if not _CHINESE.fullmatch(side):
         return None
-    try:
-        value = cn2an.cn2an(side, "normal")
-    except (ValueError, KeyError, IndexError):
-        return None
-    # cn2an returns floats for 角 and 分; they are cents at most, so rounding to 4 places drops only float noise.
-    try:
-        return round(Decimal(str(value)), 4), None
-    except InvalidOperation:
-        return None
+    value = chinese_number(side)
+    return (value, None) if value is not None else None

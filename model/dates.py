@@ -11,8 +11,7 @@ import calendar
 import re
 from datetime import date
 
-import cn2an
-
+from model.numerals import chinese_number
 from model.width import fold_width
 
 # Runs of Chinese numerals (二〇二四, 十五, 廿) that cn2an turns into digits before the patterns run.
@@ -59,10 +58,9 @@ def _prepare(text: str) -> str:
 
 
 def _numeral(match: re.Match[str]) -> str:
-    try:
-        return str(cn2an.cn2an(match.group(), "normal"))
-    except ValueError:
-        return match.group()
+    value = chinese_number(match.group())
+    # A numeral that is not a whole number (or not one at all) stays, and the patterns then refuse it.
+    return str(int(value)) if value is not None and value == int(value) else match.group()
 
 
 def _day(text: str, inherit: Day | None = None) -> Day | None:

@@ -41,7 +41,7 @@ def matches(kind: FieldType, value: str) -> bool:
     if kind == "amount":
         return parse_amount(folded) is not None
     if kind == "id_card":
-        upper = folded.upper()
+        upper = "".join(folded.split()).upper()
         return ID_CARD.fullmatch(upper) is not None and id_card_check_digit(upper[:17]) == upper[17]
     if kind == "email":
         return EMAIL.fullmatch(folded) is not None

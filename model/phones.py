@@ -8,7 +8,7 @@ from model.width import fold_width
 
 _SPACING = re.compile(r"[\s\-().]")
 _COUNTRY = re.compile(r"^(?:\+|00)86")
-_EXTENSION = re.compile(r"(?:转|分机|ext\.?|x)\s*(\d{1,6})$", re.IGNORECASE)
+_EXTENSION = re.compile(r"(?:;ext=|转|分机|ext\.?|x)\s*(\d{1,6})$", re.IGNORECASE)
 _MOBILE = re.compile(r"(?:86)?(1[3-9]\d{9})")
 # 010 and 020-029 have two-digit area codes, every other one three; a local number never starts with 0.
 _LANDLINE = re.compile(r"0(10|2\d|[3-9]\d\d)([1-9]\d{6,7})")
