@@ -26,7 +26,7 @@ _PERIOD_SUFFIX = re.compile(r"(?:/|每|一)(月|年|天|日|小时|时)$")
 _PERIODS = {"月": "month", "年": "year", "天": "day", "日": "day", "小时": "hour", "时": "hour"}
 # A 大写 amount ends in 整 (or 正) to show nothing was left off; it carries no value.
 _COMPLETE = re.compile(r"[整正]$")
-_RANGE_SEP = re.compile(r"-|~|至|到|—")
+_RANGE_SEP = re.compile(r"-|~|至|到|—+")
 _DIGITS = re.compile(r"(?P<n>\d+(?:\.\d+)?)(?P<x>百万|千万|万亿|亿|万|千|百|[kKwW])?")
 _MULTIPLIERS = {
     "百": 100, "千": 1000, "k": 1000, "万": 10**4, "w": 10**4,

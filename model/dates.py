@@ -25,7 +25,7 @@ _YEAR = re.compile(r"(?P<y>\d{4})年?")
 _QUARTER = re.compile(r"(?P<y>\d{4})(?:年|-)?(?:第(?P<q>[1-4])季度?|(?P<q2>[1-4])季度|[Qq](?P<q3>[1-4]))")
 _HALF = re.compile(r"(?P<y>\d{4})年(?P<h>上|下)半年")
 # Where a range may split; `-` and `/` also separate a date's own parts, so every split is tried.
-_RANGE_SEP = re.compile(r"至|到|~|—|–|-|/")
+_RANGE_SEP = re.compile(r"至|到|~|—+|–|-|/")
 
 Day = tuple[int, int | None, int | None]  # year, month, day; None where the text gave less
 
