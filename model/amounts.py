@@ -34,6 +34,8 @@ _MULTIPLIERS = {
 }  # fmt: skip
 # 大写 and 小写 numerals, with the 元角分 that cn2an reads itself.
 _CHINESE = re.compile(r"[〇零一二三四五六七八九十百千万亿两壹贰叁肆伍陆柒捌玖拾佰仟元圆角分点]+")
+# Far above any written amount (壹仟贰佰叁拾肆万伍仟陆佰柒拾捌元玖角玖分 is 20); keeps cn2an off hostile spans.
+MAX_CHARS = 64
 
 
 class Amount(NamedTuple):
@@ -45,6 +47,8 @@ class Amount(NamedTuple):
 
 def parse_amount(text: str) -> Amount | None:
     """The amount or range of amounts the text names, in whole currency units; None when it names none."""
+    if len(text) > MAX_CHARS:
+        return None
     body = "".join(fold_width(text).split()).replace(",", "")
     unit = None
     if found := _PERIOD_PREFIX.search(body):
@@ -52,25 +56,24 @@ def parse_amount(text: str) -> Amount | None:
     if found := _PERIOD_SUFFIX.search(body):
         unit, body = _PERIODS[found[1]], body[: found.start()]
     currencies: set[str] = set()
-    sides = []
+    numbers: list[tuple[Decimal, str | None]] = []
     for side in _split(body):
         marked = _currency(side)
-        if marked is None:
+        number = _number(marked[0]) if marked is not None else None
+        if marked is None or number is None:
             return None
-        side, currency = marked
-        currencies |= {currency} if currency else set()
-        sides.append(side)
-    if len(currencies) > 1 or not 1 <= len(sides) <= 2:
+        currencies |= {marked[1]} if marked[1] else set()
+        numbers.append(number)
+    if len(currencies) > 1:
         return None
-    numbers = [_number(side) for side in sides]
-    if any(number is None for number in numbers):
-        return None
-    currency = currencies.pop() if currencies else None
-    if len(numbers) == 1:
-        return Amount(numbers[0][0], None, unit, currency)  # type: ignore[index]
-    (low, low_scaled), (high, high_scaled) = numbers  # type: ignore[misc]
-    # `8-12k` and `30-50万` write the multiplier once, after the second number.
-    if not low_scaled and high_scaled:
+    currency = next(iter(currencies), None)
+    (low, low_scaled), *rest = numbers
+    if not rest:
+        return Amount(low, None, unit, currency)
+    [(high, high_scaled)] = rest
+    # `8-12k` and `30-50万` write the multiplier once, after the second number; `8000-1.2万` does not,
+    # which shows as the carried multiplier putting the low end above the high one.
+    if not low_scaled and high_scaled and low * _MULTIPLIERS[high_scaled] <= high:
         low *= _MULTIPLIERS[high_scaled]
     return Amount(low, high, unit, currency) if low <= high else None
 

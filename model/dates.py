@@ -27,11 +27,17 @@ _HALF = re.compile(r"(?P<y>\d{4})年(?P<h>上|下)半年")
 # Where a range may split; `-` and `/` also separate a date's own parts, so every split is tried.
 _RANGE_SEP = re.compile(r"至|到|~|—+|–|-|/")
 
+# The longest real range (二〇二四年十二月三十一日至二〇二五年十二月三十一日) is 24 characters; a cap
+# well above it bounds the range search, which tries every separator, on a hostile span.
+MAX_CHARS = 64
+
 Day = tuple[int, int | None, int | None]  # year, month, day; None where the text gave less
 
 
 def parse_date(text: str) -> tuple[str, str | None] | None:
     """`(start, end)` in ISO 8601, `end` None unless the text names a range; None when it is not a date."""
+    if len(text) > MAX_CHARS:
+        return None
     clean = _prepare(text)
     if not clean:
         return None
