@@ -27,7 +27,7 @@ _HALF = re.compile(r"(?P<y>\d{4})年(?P<h>上|下)半年")
 # Where a range may split; `-` and `/` also separate a date's own parts, so every split is tried.
 _RANGE_SEP = re.compile(r"至|到|~|—+|–|-|/")
 
-# The longest real range (二〇二四年十二月三十一日至二〇二五年十二月三十一日) is 24 characters; a cap
+# The longest real range (二〇二四年十二月三十一日至二〇二五年十二月三十一日) is 25 characters; a cap
 # well above it bounds the range search, which tries every separator, on a hostile span.
 MAX_CHARS = 64
 
@@ -88,7 +88,7 @@ def _day(text: str, inherit: Day | None = None) -> Day | None:
 
 def _valid(year: int, month: int | None, day: int | None) -> Day | None:
     if month is None:
-        return (year, None, None) if year >= 1 else None
+        return (year, None, None) if year >= date.min.year else None
     try:
         date(year, month, day or 1)
     except ValueError:
@@ -98,13 +98,16 @@ def _valid(year: int, month: int | None, day: int | None) -> Day | None:
 
 def _period(text: str) -> tuple[str, str] | None:
     """A quarter or half year as its first and last day."""
-    if found := _QUARTER.fullmatch(text):
-        quarter = int(found["q"] or found["q2"] or found["q3"])
-        return _months(int(found["y"]), 3 * quarter - 2, 3 * quarter)
-    if found := _HALF.fullmatch(text):
-        first = 1 if found["h"] == "上" else 7
-        return _months(int(found["y"]), first, first + 5)
-    return None
+    quarter, half = _QUARTER.fullmatch(text), _HALF.fullmatch(text)
+    found = quarter or half
+    # Four digits include 0000, which no calendar has.
+    if found is None or int(found["y"]) < date.min.year:
+        return None
+    if quarter:
+        q = int(quarter["q"] or quarter["q2"] or quarter["q3"])
+        return _months(int(quarter["y"]), 3 * q - 2, 3 * q)
+    first = 1 if found["h"] == "上" else 7
+    return _months(int(found["y"]), first, first + 5)
 
 
 def _months(year: int, first: int, last: int) -> tuple[str, str]:
