@@ -69,6 +69,9 @@ def _amount(value: str) -> Normalised | Mismatch:
 
 def _id_card(value: str) -> Normalised | Mismatch:
     number = "".join(fold_width(value).split()).upper()
+    if len(number) == 15 and number.isascii() and number.isdigit():
+        # Issued before 1999 without a check digit; upgrading it would invent one, so a person decides.
+        return Mismatch("a 15-digit first-generation ID number has no check digit to verify")
     if ID_CARD.fullmatch(number) is None:
         return Mismatch("an ID number is 17 digits and a check digit (0-9 or X)")
     expected = id_card_check_digit(number[:17])

@@ -151,6 +151,11 @@ def test_a_wrong_id_check_digit_names_the_right_one() -> None:
     assert isinstance(outcome, Mismatch) and "X" in outcome.reason
 
 
+def test_a_first_generation_id_number_is_refused_as_such() -> None:
+    outcome = normalise("id_card", "110105491231002")
+    assert isinstance(outcome, Mismatch) and "15-digit" in outcome.reason
+
+
 @pytest.mark.parametrize(("kind", "text"), [("text", "任何内容"), ("person", "王伟"), ("organisation", "北京大学")])
 def test_types_without_a_normal_form_give_none(kind, text: str) -> None:
     assert normalise(kind, text) is None
@@ -252,3 +257,22 @@ def test_mobiles_in_any_spelling_normalise_alike(number: str, spell) -> None:
 def test_arbitrary_text_never_raises(text: str, kind) -> None:
     outcome = normalise(kind, text)
     assert outcome is None or isinstance(outcome, Normalised | Mismatch)
+
+
+# Pieces of dates, amounts and phones, including the awkward ones (year 0000, 廿, 〇十〇-like runs),
+# so random joins land near the formats far more often than random text does.
+PIECES = [
+    *["0000", "0001", "2024", "1", "0", "02", "12", "13", "29", "31", "32", "二〇二四", "十二", "三十一", "〇", "廿"],
+    *["年", "月", "日", "号", "季度", "第", "Q", "上半年", "至", "-", "/", ".", "~", "——", "(周日)"],
+    *["k", "万", "亿", "元", "整", "¥", "$", "USD", "壹", "佰", "角", "分", "点", "月薪", "/月", "+86", "转", "X", " "],
+]
+
+
+@given(st.lists(st.sampled_from(PIECES), max_size=9).map("".join), st.sampled_from(["date", "amount", "phone"]))
+def test_joined_pieces_never_raise_and_normal_forms_are_fixed_points(text: str, kind) -> None:
+    outcome = normalise(kind, text)
+    assert isinstance(outcome, Normalised | Mismatch)
+    if isinstance(outcome, Normalised):
+        for part in filter(None, (outcome.value, outcome.end)):
+            again = normalise(kind, part)
+            assert isinstance(again, Normalised) and again.value == part, (text, outcome)
