@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
 
+from model.amounts import parse_amount
+from model.dates import parse_date
 from model.lexicon import organisation_ok, person_ok
+from model.phones import parse_phone
 from model.width import fold_width
+from schemas.field_sets import FieldType
 
-FieldType = Literal["text", "phone", "id_card", "date", "amount", "email", "person", "organisation"]
-
-MOBILE = re.compile(r"1[3-9][0-9]{9}")
 ID_CARD = re.compile(r"[0-9]{17}[0-9X]")
 EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+")
 _EMAIL_CHARS = re.compile(r"[A-Za-z0-9._%+@-]*")
@@ -28,12 +28,20 @@ def id_card_check_digit(first17: str) -> str:
 
 
 def matches(kind: FieldType, value: str) -> bool:
-    """Whether the whole value is valid for its type; `text` always is."""
+    """Whether the whole value is valid for its type; `text` always is.
+
+    Phones, dates and amounts match exactly when the normaliser can read them, so a value that
+    passes here always gets a normal form.
+    """
     folded = fold_width(value).strip()
     if kind == "phone":
-        return MOBILE.fullmatch(folded.replace("-", "").replace(" ", "").removeprefix("+86")) is not None
+        return parse_phone(folded) is not None
+    if kind == "date":
+        return parse_date(folded) is not None
+    if kind == "amount":
+        return parse_amount(folded) is not None
     if kind == "id_card":
-        upper = folded.upper()
+        upper = "".join(folded.split()).upper()
         return ID_CARD.fullmatch(upper) is not None and id_card_check_digit(upper[:17]) == upper[17]
     if kind == "email":
         return EMAIL.fullmatch(folded) is not None

@@ -9,9 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import msgspec
+
 from model.config import EngineSettings
+from model.normalize import Mismatch, normalise
 from model.parse import ParsedAnswer, Piece, parse_classification, parse_extraction
 from model.signals import Generation
+from schemas.field_sets import FieldType
 from schemas.messages import Document, EntropyAlarm, ReviewCode, ReviewReason, Span, TokenChoice
 
 MAX_ALARMS_PER_DOCUMENT = 8
@@ -133,7 +137,8 @@ def _collect(
                 continue
             confidence = _confidence(piece, generation.probs, token_ends)
             _gate(result, label, piece.text, confidence, settings)
-            spans.append(Span(text=piece.text, start=start, end=start + len(piece.text), confidence=confidence))
+            span = Span(text=piece.text, start=start, end=start + len(piece.text), confidence=confidence)
+            spans.append(_typed(result, label, doc.field_types.get(label), span))
         result.fields[label] = spans
 
 
@@ -147,6 +152,21 @@ def _gate(result: Extraction, label: str | None, value: str, confidence: float, 
                 value=value,
             )
         )
+
+
+def _typed(result: Extraction, label: str, kind: FieldType | None, span: Span) -> Span:
+    """The span with its normal form; a grounded value that is not of its label's type stays, for review."""
+    if kind is None:
+        return span
+    outcome = normalise(kind, span.text)
+    if isinstance(outcome, Mismatch):
+        result.reasons.append(
+            ReviewReason(
+                code=ReviewCode.TYPE_MISMATCH, detail=f"not a {kind}: {outcome.reason}", label=label, value=span.text
+            )
+        )
+        return span
+    return msgspec.structs.replace(span, normalised=outcome)
 
 
 def _detokenize(token_ids: Sequence[int], decode: Decode) -> tuple[str, list[int]]:

@@ -1,9 +1,11 @@
 """`seqstream eval`: the engine over a generated corpus, scored against its ground truth.
 
 Values are compared after NFKC normalisation (full-width digits and punctuation fold to ASCII) and
-whitespace removal, as sets per label. Predictions are the grounded spans of every result, whether
-it is routed to fields or to review: the review record carries them too. Values the engine
-rejected as not in the source never count as predictions; they are counted on their own.
+whitespace removal, as sets per label; values of typed labels are compared by their normal form
+where they have one, so `2024年3月5日` and `2024-03-05` are the same date. Predictions are the
+grounded spans of every result, whether it is routed to fields or to review: the review record
+carries them too. Values the engine rejected as not in the source never count as predictions;
+they are counted on their own.
 """
 
 from __future__ import annotations
@@ -14,8 +16,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import msgspec
+
 from model.engine import Engine
-from schemas.messages import Document, ReviewCode
+from model.normalize import normalise as normal_form
+from schemas.field_sets import FieldType
+from schemas.messages import Document, Normalised, ReviewCode
 
 Truth = Mapping[str, Mapping[str, Sequence[str]]]  # doc_id -> label -> values
 
@@ -80,7 +86,10 @@ class AccuracyReport:
         }
 
 
-def normalise(value: str) -> str:
+def normalise(value: str, kind: FieldType | None = None) -> str:
+    if kind is not None and isinstance(outcome := normal_form(kind, value), Normalised):
+        # Unit and currency are part of the value: 5000 USD is not 5000 CNY.
+        return msgspec.json.encode(outcome).decode()
     return "".join(unicodedata.normalize("NFKC", value).split())
 
 
@@ -97,8 +106,9 @@ def evaluate(engine: Engine, docs: Sequence[Document], truth: Truth, batch_size:
             report.not_in_source += sum(r.code == ReviewCode.NOT_IN_SOURCE for r in extraction.reasons)
             expected = truth[doc.doc_id]
             for label in doc.labels:
-                got = {normalise(span.text) for span in extraction.fields.get(label, [])}
-                want = {normalise(v) for v in expected.get(label, [])}
+                kind = doc.field_types.get(label)
+                got = {normalise(span.text, kind) for span in extraction.fields.get(label, [])}
+                want = {normalise(v, kind) for v in expected.get(label, [])}
                 _score(report.fields.setdefault(label, FieldScore()), got, want)
     report.seconds = time.perf_counter() - started
     return report

@@ -7,10 +7,11 @@ labels are safe to put into SeqGPT's prompt.
 from __future__ import annotations
 
 import re
+import typing
 
 import msgspec
 
-from schemas.field_sets import FIELD_SETS
+from schemas.field_sets import FIELD_SET_TYPES, FIELD_SETS, FieldType
 from schemas.messages import SCHEMA_VERSION, Document, ErrorCode, RawDocument
 
 MAX_LABELS = 64
@@ -20,6 +21,7 @@ MAX_LABEL_CHARS = 64
 PROMPT_BREAKING = re.compile(r"[\n\r:：，\t]")
 
 _decoder = msgspec.json.Decoder(RawDocument)
+KNOWN_TYPES = ", ".join(typing.get_args(FieldType))
 
 
 class DocumentError(Exception):
@@ -41,7 +43,10 @@ def decode_document(value: bytes | None, max_bytes: int) -> Document:
     try:
         raw = _decoder.decode(value)
     except msgspec.ValidationError as exc:
-        raise DocumentError(_validation_code(str(exc)), str(exc), salvage_doc_id(value)) from None
+        code = _validation_code(str(exc))
+        # msgspec names the bad type but not the good ones, which the sender needs to fix the message.
+        hint = f" (known types: {KNOWN_TYPES})" if code is ErrorCode.INVALID_FIELD_TYPE else ""
+        raise DocumentError(code, str(exc) + hint, salvage_doc_id(value)) from None
     except msgspec.DecodeError as exc:
         raise DocumentError(_syntax_code(value), str(exc)) from None
     except RecursionError:
@@ -64,11 +69,13 @@ def _check(raw: RawDocument) -> Document:
         )
     if not raw.text.strip():
         raise fail(ErrorCode.EMPTY_TEXT, "text is empty - at `$.text`")
+    labels = _resolve_labels(raw, fail)
     return Document(
         doc_id=raw.doc_id,
         text=raw.text,
         task=raw.task,
-        labels=_resolve_labels(raw, fail),
+        labels=labels,
+        field_types=_resolve_field_types(raw, labels, fail),
         source=raw.source,
         submitted_at=raw.submitted_at,
         trace_id=raw.trace_id,
@@ -104,8 +111,23 @@ def _resolve_labels(raw: RawDocument, fail) -> tuple[str, ...]:
     return tuple(raw.labels)
 
 
+def _resolve_field_types(raw: RawDocument, labels: tuple[str, ...], fail) -> dict[str, FieldType]:
+    """The field set's types overlaid with the message's own; a type for a label not asked for is a mistake upstream."""
+    types = dict(FIELD_SET_TYPES.get(raw.field_set, {})) if raw.field_set is not None else {}
+    for label, kind in (raw.field_types or {}).items():
+        if label not in labels:
+            raise fail(
+                ErrorCode.INVALID_FIELD_TYPE,
+                f"field_types names {label!r}, which is not a requested label - at `$.field_types`",
+            )
+        types[label] = kind
+    return types
+
+
 def _validation_code(message: str) -> ErrorCode:
     # msgspec's messages are stable and carry the path; the code is read from their wording.
+    if message.endswith("- at `$.field_types[...]`") or message.endswith("- at `$.field_types`"):
+        return ErrorCode.INVALID_FIELD_TYPE
     if message.startswith("Object missing required field `text`"):
         return ErrorCode.EMPTY_TEXT
     if message.startswith("Object missing required field"):

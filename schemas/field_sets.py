@@ -1,8 +1,13 @@
-"""Named label sets that upstream systems may ask for instead of spelling out labels.
+"""Named label sets that upstream systems may ask for instead of spelling out labels, and the value types of labels.
 
 The labels are the Chinese field names SeqGPT is prompted with; BI reads them back as record keys,
-so renaming one is a breaking change for the fields topic.
+so renaming one is a breaking change for the fields topic. `FieldType` lives here, not in `model`,
+because the message contracts must not depend on the model package.
 """
+
+from typing import Literal
+
+FieldType = Literal["text", "phone", "id_card", "date", "amount", "email", "person", "organisation"]
 
 FIELD_SETS: dict[str, tuple[str, ...]] = {
     "contract": ("甲方", "乙方", "签约日期", "合同金额", "合同期限", "签约地点"),
@@ -10,4 +15,14 @@ FIELD_SETS: dict[str, tuple[str, ...]] = {
     "job_ad": ("公司名称", "职位名称", "工作地点", "薪资范围", "学历要求", "联系电话"),
     "news": ("发布机构", "发布日期", "人物", "组织机构", "地点", "事件"),
     "medical": ("患者姓名", "性别", "年龄", "就诊日期", "诊断结果", "主治医师", "医院名称"),
+}
+
+# Only labels whose values have one unambiguous form are typed: a typed value that does not fit goes to
+# review, so names (甲方 may be a person or a company) and free text stay untyped.
+FIELD_SET_TYPES: dict[str, dict[str, FieldType]] = {
+    "contract": {"签约日期": "date", "合同金额": "amount"},
+    "resume": {"出生日期": "date", "手机号码": "phone", "电子邮箱": "email"},
+    "job_ad": {"联系电话": "phone"},
+    "news": {"发布日期": "date"},
+    "medical": {"就诊日期": "date"},
 }

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from schemas.field_sets import FIELD_SETS
+from schemas.field_sets import FIELD_SETS, FieldType
 
 SCHEMA_VERSION = 1
 
@@ -40,6 +40,13 @@ class RawDocument(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         str | None,
         msgspec.Meta(description=f"instead of labels, one of: {', '.join(sorted(FIELD_SETS))}"),
     ] = None
+    field_types: Annotated[
+        dict[str, FieldType] | None,
+        msgspec.Meta(
+            description="label -> value type, for requested labels only; a field set's own types apply unless "
+            "overridden here. Typed values are normalised and go to review when they do not fit their type."
+        ),
+    ] = None
     source: str | None = None
     submitted_at: datetime | None = None
     trace_id: str | None = None
@@ -54,19 +61,41 @@ class Document(msgspec.Struct, frozen=True, kw_only=True):
     text: str
     task: Task
     labels: tuple[str, ...]
+    field_types: dict[str, FieldType] = msgspec.field(default_factory=dict)
     source: str | None = None
     submitted_at: datetime | None = None
     trace_id: str | None = None
     metadata: dict[str, str] = msgspec.field(default_factory=dict)
 
 
+NormalisedKind = Literal["date", "amount", "phone", "id_card", "email"]
+
+
+class Normalised(msgspec.Struct, frozen=True, kw_only=True):
+    """A typed value in one canonical form, so consumers compare values instead of spellings.
+
+    Dates are ISO 8601 at the precision written (`2024-03-15`, `2024-03`, `2024`); amounts are
+    decimal strings in whole currency units. A range keeps its start in `value` and its end in `end`
+    (ISO 8601 writes it `value/end`).
+    """
+
+    kind: NormalisedKind
+    value: str
+    end: str | None = None
+    # What an amount is per (`month`, `year`, `day`, `hour`), as in 月薪 or 元/月.
+    unit: str | None = None
+    # ISO 4217 code, when the text names or implies a currency.
+    currency: str | None = None
+
+
 class Span(msgspec.Struct, frozen=True, kw_only=True):
-    """One extracted value: `text == document.text[start:end]`."""
+    """One extracted value: `text == document.text[start:end]`, with its normal form when its label is typed."""
 
     text: str
     start: int
     end: int
     confidence: float
+    normalised: Normalised | None = None
 
 
 class TokenChoice(msgspec.Struct, frozen=True, kw_only=True):
@@ -139,6 +168,7 @@ class ReviewCode(enum.Enum):
     DUPLICATE_LABEL = "duplicate_label"
     MALFORMED_OUTPUT = "malformed_output"
     INCOMPLETE_OUTPUT = "incomplete_output"
+    TYPE_MISMATCH = "type_mismatch"
 
 
 class ReviewReason(msgspec.Struct, frozen=True, kw_only=True):
@@ -204,6 +234,7 @@ class ErrorCode(enum.Enum):
     NO_LABELS = "no_labels"
     TOO_MANY_LABELS = "too_many_labels"
     INVALID_LABEL = "invalid_label"
+    INVALID_FIELD_TYPE = "invalid_field_type"
     PROCESSING_FAILED = "processing_failed"
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from schemas.decode import MAX_LABELS, DocumentError, decode_document
-from schemas.field_sets import FIELD_SETS
+from schemas.field_sets import FIELD_SET_TYPES, FIELD_SETS
 from schemas.messages import ErrorCode
 
 LIMIT = 4096
@@ -49,6 +49,14 @@ BAD_INPUT = [
     ("labels and field_set", doc(field_set="contract"), ErrorCode.INVALID_VALUE),
     ("future schema version", doc(schema_version=99), ErrorCode.UNSUPPORTED_SCHEMA_VERSION),
     ("tombstone", None, ErrorCode.NOT_JSON),
+    ("unknown field type", doc(field_types={"甲方": "horoscope"}), ErrorCode.INVALID_FIELD_TYPE),
+    ("field type of a label not asked for", doc(field_types={"乙方": "person"}), ErrorCode.INVALID_FIELD_TYPE),
+    ("field types not an object", doc(field_types=["date"]), ErrorCode.INVALID_FIELD_TYPE),
+    (
+        "field type outside the field set",
+        doc(labels=..., field_set="contract", field_types={"身份证号码": "id_card"}),
+        ErrorCode.INVALID_FIELD_TYPE,
+    ),
 ]
 
 
@@ -89,3 +97,28 @@ def test_valid_document_keeps_everything() -> None:
 def test_every_shipped_field_set_is_valid_in_a_prompt() -> None:
     for name, labels in FIELD_SETS.items():
         assert decode_document(doc(labels=list(labels)), LIMIT).labels == labels, name
+
+
+def test_an_unknown_field_type_names_the_known_ones() -> None:
+    with pytest.raises(DocumentError) as caught:
+        decode_document(doc(field_types={"甲方": "horoscope"}), LIMIT)
+    assert "horoscope" in caught.value.message and "id_card" in caught.value.message
+    assert "$.field_types" in caught.value.message and caught.value.doc_id == "d-1"
+
+
+def test_field_types_default_to_empty_and_are_kept() -> None:
+    assert decode_document(doc(), LIMIT).field_types == {}
+    typed = decode_document(doc(field_types={"甲方": "organisation"}), LIMIT)
+    assert typed.field_types == {"甲方": "organisation"}
+
+
+def test_a_field_set_brings_its_types_and_the_message_may_override_them() -> None:
+    contract = decode_document(doc(labels=..., field_set="contract"), LIMIT)
+    assert contract.field_types == FIELD_SET_TYPES["contract"]
+    overridden = decode_document(doc(labels=..., field_set="contract", field_types={"签约日期": "text"}), LIMIT)
+    assert overridden.field_types == {**FIELD_SET_TYPES["contract"], "签约日期": "text"}
+
+
+def test_every_shipped_field_set_types_only_its_own_labels() -> None:
+    for name, types in FIELD_SET_TYPES.items():
+        assert set(types) <= set(FIELD_SETS[name]), name

@@ -85,6 +85,14 @@ def test_normalise_folds_widths_and_spaces() -> None:
     assert normalise("１３８ ００１３") == normalise("1380013")
 
 
+def test_typed_values_compare_by_their_normal_form() -> None:
+    assert normalise("2024年3月5日", "date") == normalise("2024-03-05", "date")
+    assert normalise("人民币伍拾万元", "amount") == normalise("¥500,000.00", "amount")
+    assert normalise("5000元", "amount") != normalise("USD 5000", "amount")
+    # A typed value with no normal form falls back to the plain comparison instead of matching nothing.
+    assert normalise("不详", "date") == normalise("不 详")
+
+
 def test_garbage_text_goes_to_review(engine: Engine) -> None:
     # Measured: this memoriser is confidently wrong on garbage (no step above 2.5 nats), so
     # garbage is caught by the answer checks, not by entropy; see the issue 5 note.

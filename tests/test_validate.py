@@ -31,8 +31,8 @@ def generation(tokenizer, answer: str, prob: float = 0.99, entropy: float = 0.1,
     )
 
 
-def run(tokenizer, answer: str, labels=("甲方", "乙方", "签约日期"), **kwargs):
-    doc = Document(doc_id="d", text=TEXT, task="extract", labels=tuple(labels))
+def run(tokenizer, answer: str, labels=("甲方", "乙方", "签约日期"), field_types=None, **kwargs):
+    doc = Document(doc_id="d", text=TEXT, task="extract", labels=tuple(labels), field_types=field_types or {})
     decode = lambda ids: tokenizer.decode(list(ids), skip_special_tokens=True)  # noqa: E731
     return interpret(doc, [tuple(labels)], [generation(tokenizer, answer, **kwargs)], decode, SETTINGS, truncated=False)
 
@@ -73,3 +73,22 @@ def test_missing_label_and_unfinished_output_are_flagged(tokenizer) -> None:
     result = run(tokenizer, "甲方: 上海恒达物流有限公司", finished=False)
     codes = [(r.code, r.label) for r in result.reasons]
     assert (ReviewCode.INCOMPLETE_OUTPUT, "乙方") in codes and (ReviewCode.INCOMPLETE_OUTPUT, None) in codes
+
+
+def test_typed_values_carry_their_normal_form_and_untyped_ones_none(tokenizer) -> None:
+    answer = "甲方: 上海恒达物流有限公司\n乙方: 王伟\n签约日期: 2024年3月5日"
+    result = run(tokenizer, answer, field_types={"签约日期": "date", "乙方": "person"})
+    assert not result.needs_review, result.reasons
+    [signed] = result.fields["签约日期"]
+    assert (signed.text, TEXT[signed.start : signed.end]) == ("2024年3月5日", "2024年3月5日")
+    assert signed.normalised is not None and (signed.normalised.kind, signed.normalised.value) == ("date", "2024-03-05")
+    assert result.fields["乙方"][0].normalised is None and result.fields["甲方"][0].normalised is None
+
+
+def test_a_value_that_is_not_of_its_type_goes_to_review_but_stays_grounded(tokenizer) -> None:
+    answer = "甲方: 上海恒达物流有限公司\n乙方: 王伟\n签约日期: 王伟"
+    result = run(tokenizer, answer, field_types={"签约日期": "date"})
+    [reason] = result.reasons
+    assert (reason.code, reason.label, reason.value) == (ReviewCode.TYPE_MISMATCH, "签约日期", "王伟")
+    assert "date" in reason.detail
+    assert [(s.text, s.normalised) for s in result.fields["签约日期"]] == [("王伟", None)]

@@ -1,0 +1,40 @@
+"""Mainland phone numbers in any of their spellings, as one E.164-style string."""
+
+from __future__ import annotations
+
+import re
+
+from model.width import fold_width
+
+_SPACING = re.compile(r"[\s\-().]")
+_COUNTRY = re.compile(r"^(?:\+|00)86")
+_EXTENSION = re.compile(r"(?:;ext=|转|分机|ext\.?|x)\s*(\d{1,6})$", re.IGNORECASE)
+_MOBILE = re.compile(r"(?:86)?(1[3-9]\d{9})")
+# 010 and 020-029 have two-digit area codes, every other one three; a local number never starts with 0.
+_LANDLINE = re.compile(r"0(10|2\d|[3-9]\d\d)([1-9]\d{6,7})")
+_SERVICE = re.compile(r"(400|800)(\d{7})")
+
+
+def parse_phone(text: str) -> str | None:
+    """`+8613800138000` for a mobile, `+86-10-12345678` for a landline (`;ext=` after it); None otherwise."""
+    folded = fold_width(text).strip()
+    extension = _EXTENSION.search(folded)
+    if extension:
+        folded = folded[: extension.start()]
+    digits = _SPACING.sub("", folded)
+    international = _COUNTRY.match(digits)
+    if international:
+        digits = digits[international.end() :]
+    if not digits.isascii() or not digits.isdigit():
+        return None
+    if (mobile := _MOBILE.fullmatch(digits)) and not extension:
+        return "+86" + mobile[1]
+    # Dialled from abroad a landline drops its trunk 0 (+86 10 ...); put it back to read the area code.
+    if international and not digits.startswith("0"):
+        digits = "0" + digits
+    suffix = f";ext={extension[1]}" if extension else ""
+    if landline := _LANDLINE.fullmatch(digits):
+        return f"+86-{landline[1]}-{landline[2]}{suffix}"
+    if service := _SERVICE.fullmatch(digits):
+        return f"+86-{service[1]}-{service[2]}{suffix}"
+    return None
