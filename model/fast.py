@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -17,11 +17,13 @@ from torch import nn
 from model.attention import make_attention, pick_backend
 from model.bloom import MIN_GEMM_ROWS, Bloom
 from model.config import EngineSettings
+from model.constraints import BatchConstraint, Constrainer, RowConstraint, field_types_of
 from model.engine import BatchResult, decode_settings, ms_since
 from model.generate import decode_n_tokens, make_decode_one_token, prefill
 from model.loading import LoadedModel
 from model.prompt import encode_prompts
 from model.signals import Generation, collect_generations
+from model.token_bytes import TokenBytes
 from model.validate import interpret
 from schemas.messages import Document, ModelInfo, Timings
 
@@ -35,6 +37,8 @@ class DocPrompts:
     index: int
     prompts: list[list[int]]
     shared: int  # tokens at the start of every prompt computed once for all of them
+    # One per prompt when decoding is constrained; empty leaves the document's rows free.
+    constraints: list[RowConstraint] = field(default_factory=list)
 
 
 def shared_prefix(prompts: Sequence[Sequence[int]]) -> int:
@@ -89,6 +93,7 @@ class FastEngine:
         # bucket, and the (batch, length) views handed to the model.
         self._buffers: dict[tuple[str, int], nn.ModuleList] = {}
         self._views: dict[tuple[str, int, int], nn.ModuleList] = {}
+        self.constrainer = Constrainer(TokenBytes.from_tokenizer(self.tokenizer), self.eos_id, self.device)
         self.max_len = bucket(settings.max_input_tokens + settings.max_new_tokens + 1, LENGTH_BUCKET)
         self.info = ModelInfo(
             name=loaded.name,
@@ -111,6 +116,12 @@ class FastEngine:
 
         generations: list[list[Generation]] = [[] for _ in docs]
         for group in self.plan([prompts for _, prompts, _ in encoded]):
+            for doc_prompts in group:
+                doc = docs[doc_prompts.index]
+                if self.settings.constrained and doc.task == "extract":
+                    doc_prompts.constraints = self.constrainer.rows(
+                        doc.text, encoded[doc_prompts.index][0], field_types_of(doc)
+                    )
             for doc, doc_generations in zip(group, self.generate(group, timings), strict=True):
                 generations[doc.index] = doc_generations
 
@@ -167,6 +178,9 @@ class FastEngine:
             observe = self._in_group_order(observe, group, order)
         ends = self._tensor([len(p) for _, p in rows] + [1] * (n_rows - len(rows)))
         padding = self._tensor([False] * len(rows) + [True] * (n_rows - len(rows)), torch.bool)
+        constraint = None
+        if any(d.constraints for d in docs):
+            constraint = BatchConstraint([c for d in docs for c in (d.constraints or [None] * len(d.prompts))])
         steps = decode_n_tokens(
             self.model,
             self.decode_step,
@@ -177,6 +191,7 @@ class FastEngine:
             self.settings.top_alternatives,
             padding,
             observe,
+            constraint,
         )
         flat = collect_generations(steps, self.eos_id)[: len(rows)]
         timings.decode_ms += ms_since(decode_started)

@@ -20,6 +20,7 @@ class StepSignals:
     entropy: torch.Tensor  # [B] nats
     top_ids: torch.Tensor  # [B, k]
     top_probs: torch.Tensor  # [B, k]
+    forced: torch.Tensor | None = None  # [B] bool: the constraint left one legal token
 
 
 def greedy_choice(logits: torch.Tensor) -> torch.Tensor:
@@ -67,6 +68,7 @@ def collect_generations(steps: list[StepSignals], eos_id: int) -> list[Generatio
     entropies = torch.stack([s.entropy for s in steps], dim=1).tolist()
     top_ids = torch.stack([s.top_ids for s in steps], dim=1).tolist()
     top_probs = torch.stack([s.top_probs for s in steps], dim=1).tolist()
+    forced = torch.stack([s.forced for s in steps], dim=1).tolist() if steps[0].forced is not None else None
     generations = []
     for row, ids in enumerate(chosen):
         length = ids.index(eos_id) + 1 if eos_id in ids else len(ids)
@@ -78,6 +80,7 @@ def collect_generations(steps: list[StepSignals], eos_id: int) -> list[Generatio
                 top_ids=top_ids[row][:length],
                 top_probs=top_probs[row][:length],
                 finished=eos_id in ids,
+                forced=forced[row][:length] if forced is not None else [],
             )
         )
     return generations
