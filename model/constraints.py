@@ -15,6 +15,7 @@ token of its own, so this never leaves a row without a legal token.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -23,7 +24,6 @@ import torch
 from model.field_types import FieldType
 from model.grammar import Config, Grammar, Source, Value, ValueStart
 from model.token_bytes import TokenBytes
-from schemas.messages import Document
 
 
 class SourceIndex:
@@ -76,16 +76,21 @@ class RowConstraint:
         self._literal: dict[frozenset, LiteralOptions] = {}
         self._typed_entries: dict[tuple[bytes, int], torch.Tensor] = {}
 
-    def allowed(self) -> torch.Tensor:
-        """Token ids legal as the next token (end-of-sequence included when it is)."""
+    def allowed(self, configs: frozenset[Config] | None = None) -> torch.Tensor:
+        """Token ids legal as the next token (end-of-sequence included when it is), from the row's
+        state or from `configs` (a state looked ahead to)."""
         eos = torch.tensor([self.eos_id], dtype=torch.long, device=self.index.device)
-        if self.ended or not self.configs:
+        if configs is None:
+            if self.ended:
+                return eos
+            configs = self.configs
+        if not configs:
             return eos
-        literal = self.literal_options()
+        literal = self.literal_options(configs)
         parts = [literal.tokens]
         for head, label in literal.heads:
             parts.append(self._entries(head, label))
-        for c in self.configs:
+        for c in configs:
             if isinstance(c, Value):
                 parts.append(self._typed(self.index.continuations(c.ends), c.label, c.text))
             elif isinstance(c, ValueStart):
@@ -101,20 +106,24 @@ class RowConstraint:
         if token_id == self.eos_id:
             self.ended = True
             return
-        data = self.vocab.by_id[token_id] if token_id < len(self.vocab.by_id) else None
-        self.configs = self.grammar.advance(self.configs, data) if data else frozenset()
+        self.configs = self.after(self.configs, token_id)
 
-    def literal_options(self) -> LiteralOptions:
-        key = frozenset(_literal_key(c, self.grammar) for c in self.configs)
+    def after(self, configs: frozenset[Config], token_id: int) -> frozenset[Config]:
+        """The state `configs` leads to by `token_id` (not end-of-sequence)."""
+        data = self.vocab.by_id[token_id] if token_id < len(self.vocab.by_id) else None
+        return self.grammar.advance(configs, data) if data else frozenset()
+
+    def literal_options(self, configs: frozenset[Config]) -> LiteralOptions:
+        key = frozenset(_literal_key(c, self.grammar) for c in configs)
         if key not in self._literal:
-            self._literal[key] = self._walk_literals()
+            self._literal[key] = self._walk_literals(configs)
         return self._literal[key]
 
-    def _walk_literals(self) -> LiteralOptions:
+    def _walk_literals(self, configs: frozenset[Config]) -> LiteralOptions:
         """Breadth-first over the literal bytes, as deep as some token still starts with them."""
         tokens: set[int] = set()
         heads: set[tuple[bytes, int]] = set()
-        frontier: list[tuple[bytes, Config]] = [(b"", c) for c in self.configs]
+        frontier: list[tuple[bytes, Config]] = [(b"", c) for c in configs]
         while frontier:
             head, c = frontier.pop()
             if head and isinstance(c, ValueStart):
@@ -129,7 +138,7 @@ class RowConstraint:
                     tokens.update(self.vocab.ids.get(longer, ()))
                 frontier.extend((longer, n) for n in following)
         ids = torch.tensor(sorted(tokens), dtype=torch.long, device=self.index.device)
-        return LiteralOptions(ids, sorted(heads), self.grammar.accepts_end(self.configs))
+        return LiteralOptions(ids, sorted(heads), self.grammar.accepts_end(configs))
 
     def _entries(self, head: bytes, label: int) -> torch.Tensor:
         key = (head, label)
@@ -153,35 +162,47 @@ def _literal_key(c: Config, grammar: Grammar) -> object:
     return c
 
 
+# Below this many legal ids (duplicates included) a row may be forced; above, it is not worth a check.
+FEW = 8
+
+
 class BatchConstraint:
     """Masks a batch's logits to its rows' grammars; rows without one (padding) are left free."""
 
     def __init__(self, rows: Sequence[RowConstraint | None]) -> None:
         self.rows = list(rows)
+        # Host time spent masking and advancing (on a GPU, kernel time only where the host waits).
+        self.seconds = 0.0
 
-    def apply(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The masked logits, and per row whether exactly one token was legal (a forced step)."""
-        allowed = torch.zeros(logits.shape, dtype=torch.bool, device=logits.device)
-        free = [r for r, row in enumerate(self.rows) if row is None]
+    def apply(self, logits: torch.Tensor, active: Sequence[bool] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The masked logits, and per row whether exactly one token was legal (a forced step).
+        Rows not `active` (their step is not taken, as a rejected draft's) are left unmasked."""
+        started = time.perf_counter()
+        masked_rows = [row is not None and (active is None or active[r]) for r, row in enumerate(self.rows)]
+        free = [r for r, masked in enumerate(masked_rows) if not masked]
         free += list(range(len(self.rows), logits.shape[0]))
+        picked = [(r, row.allowed()) for r, row in enumerate(self.rows) if masked_rows[r]]
+        # Copy the legal logits into a row of -inf rather than mask the whole [B, V] tensor: a
+        # vocabulary-wide reduction or masked_fill per step costs more than all the rest.
+        masked = torch.full_like(logits, float("-inf"))
         if free:
-            allowed[free] = True
-        picked = [(r, row.allowed()) for r, row in enumerate(self.rows) if row is not None]
+            masked[free] = logits[free]
+        forced = [False] * logits.shape[0]
         if picked:
             rows = torch.cat([torch.full_like(ids, r) for r, ids in picked])
-            allowed[rows, torch.cat([ids for _, ids in picked])] = True
-        forced = allowed.sum(dim=-1) == 1
-        return logits.masked_fill(~allowed, float("-inf")), forced
+            ids = torch.cat([ids for _, ids in picked])
+            masked[rows, ids] = logits[rows, ids]
+            for r, row_ids in picked:
+                forced[r] = row_ids.numel() == 1 or (row_ids.numel() <= FEW and row_ids.unique().numel() == 1)
+        self.seconds += time.perf_counter() - started
+        return masked, torch.tensor(forced, device=logits.device)
 
-    def advance(self, chosen: torch.Tensor) -> None:
-        for row, token_id in zip(self.rows, chosen.tolist(), strict=False):
-            if row is not None:
+    def advance(self, chosen: torch.Tensor, active: Sequence[bool] | None = None) -> None:
+        started = time.perf_counter()
+        for r, (row, token_id) in enumerate(zip(self.rows, chosen.tolist(), strict=False)):
+            if row is not None and (active is None or active[r]):
                 row.advance(token_id)
-
-
-def field_types_of(doc: Document) -> Mapping[str, FieldType] | None:
-    # Field types per label come with the document once ingestion resolves them (`Document.field_types`).
-    return getattr(doc, "field_types", None)
+        self.seconds += time.perf_counter() - started
 
 
 class Constrainer:

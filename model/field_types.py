@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Literal
 
 from model.lexicon import organisation_ok, person_ok
 from model.width import fold_width
+from schemas.messages import Document
 
 FieldType = Literal["text", "phone", "id_card", "date", "amount", "email", "person", "organisation"]
 
@@ -17,6 +19,11 @@ _EMAIL_CHARS = re.compile(r"[A-Za-z0-9._%+@-]*")
 # ISO 7064 MOD 11-2 weights of the first 17 digits, and the check character per remainder.
 _WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 _CHECK = "10X98765432"
+
+
+def field_types_of(doc: Document) -> Mapping[str, FieldType] | None:
+    """The document's field type per label, once ingestion resolves them (`Document.field_types`)."""
+    return getattr(doc, "field_types", None)
 
 
 def id_card_check_digit(first17: str) -> str:

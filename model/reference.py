@@ -13,11 +13,13 @@ import torch
 from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
 
 from model.config import EngineSettings
-from model.constraints import BatchConstraint, Constrainer, RowConstraint, field_types_of
+from model.constraints import BatchConstraint, Constrainer, RowConstraint
 from model.engine import BatchResult, decode_settings, ms_since
+from model.field_types import field_types_of
 from model.loading import LoadedModel
 from model.prompt import encode_prompts
-from model.signals import Generation, StepSignals, collect_generations, step_signals
+from model.retry import Continuation, revisit
+from model.signals import Generation, StepSignals, collect_generations, cut, step_signals
 from model.token_bytes import TokenBytes
 from model.validate import interpret
 from schemas.messages import Document, ModelInfo, Timings
@@ -105,17 +107,49 @@ class ReferenceEngine:
 
         generations = self.generate_all(prompts, timings)
 
-        started = time.perf_counter()
         per_doc: list[list[Generation]] = [[] for _ in docs]
+        per_doc_prompts: list[list[list[int]]] = [[] for _ in docs]
         for prompt, generation in zip(prompts, generations, strict=True):
             per_doc[prompt.doc_index].append(generation)
+            per_doc_prompts[prompt.doc_index].append(prompt.token_ids)
+        started = time.perf_counter()
+        retries = revisit(
+            docs,
+            chunks,
+            per_doc_prompts,
+            per_doc,
+            self.decode,
+            lambda d, c: self._row(docs[d], chunks[d][c]),
+            lambda requests: self.continue_greedy(requests, timings),
+            self.settings.max_new_tokens,
+        )
+        timings.decode_ms += ms_since(started)
+        started = time.perf_counter()
         extractions = [
-            interpret(doc, chunks[i], per_doc[i], self.decode, self.settings, truncated[i])
+            interpret(doc, chunks[i], per_doc[i], self.decode, self.settings, truncated[i], retries[i])
             for i, doc in enumerate(docs)
         ]
         timings.postprocess_ms = ms_since(started)
         tokens = sum(len(g.token_ids) for g in generations)
         return BatchResult(extractions=extractions, timings=timings, generated_tokens=tokens)
+
+    def _row(self, doc: Document, labels: tuple[str, ...]) -> RowConstraint | None:
+        if not self.settings.constrained or doc.task != "extract":
+            return None
+        [row] = self.constrainer.rows(doc.text, [labels], field_types_of(doc))
+        return row
+
+    def continue_greedy(self, requests: list[Continuation], timings: Timings) -> list[Generation]:
+        """Greedy continuations of prompts extended by kept tokens (the validation loop's re-decodes)."""
+        out: list[Generation] = []
+        step = self.settings.prompts_per_forward
+        for start in range(0, len(requests), step):
+            batch = requests[start : start + step]
+            limit = max(1, *(r.max_new_tokens for r in batch))
+            prompts = [Prompt(i, r.prompt + r.prefix, r.row) for i, r in enumerate(batch)]
+            for r, generation in zip(batch, self.generate(prompts, timings, max_new_tokens=limit), strict=True):
+                out.append(cut(generation, r.max_new_tokens))
+        return out
 
     def generate_all(self, prompts: list[Prompt], timings: Timings) -> list[Generation]:
         """Greedy generations in prompt order; prompts of similar length share a forward pass."""
@@ -129,7 +163,7 @@ class ReferenceEngine:
         return [g for g in results if g is not None]
 
     @torch.inference_mode()
-    def generate(self, prompts: list[Prompt], timings: Timings) -> list[Generation]:
+    def generate(self, prompts: list[Prompt], timings: Timings, max_new_tokens: int | None = None) -> list[Generation]:
         batch = [p.token_ids for p in prompts]
         width = max(len(ids) for ids in batch)
         input_ids = torch.tensor([[self.pad_id] * (width - len(ids)) + ids for ids in batch])
@@ -146,6 +180,7 @@ class ReferenceEngine:
             input_ids=input_ids.to(self.loaded.device),
             attention_mask=attention_mask.to(self.loaded.device),
             generation_config=self.generation_config,
+            max_new_tokens=max_new_tokens or self.settings.max_new_tokens,
             logits_processor=LogitsProcessorList(processors),
         )
         finished = time.perf_counter()
@@ -153,6 +188,7 @@ class ReferenceEngine:
         timings.prefill_ms += (first_step - started) * 1000
         timings.decode_ms += (finished - first_step) * 1000
         if constrain is not None:
+            timings.constrain_ms += constrain.constraint.seconds * 1000
             for step, forced in zip(recorder.steps, constrain.forced, strict=True):
                 step.forced = forced
         return collect_generations(recorder.steps, self.eos_id)

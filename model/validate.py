@@ -6,10 +6,11 @@ reason instead. This module is pure: every engine hands it the same `Generation`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from model.config import EngineSettings
+from model.field_types import field_types_of, matches
 from model.parse import ParsedAnswer, Piece, parse_classification, parse_extraction
 from model.signals import Generation
 from schemas.messages import Document, EntropyAlarm, ReviewCode, ReviewReason, Span, TokenChoice
@@ -36,7 +37,7 @@ class Extraction:
     reasons: list[ReviewReason] = field(default_factory=list)
     alarms: list[EntropyAlarm] = field(default_factory=list)
     alarmed_steps: int = 0
-    # Re-generations the validation loop asked for (none yet: the reference engine decodes once).
+    # Re-decodes the validation loop spent on failing values (model/retry.py).
     retries: int = 0
     traces: list[DecodeTrace] = field(default_factory=list)
 
@@ -52,8 +53,10 @@ def interpret(
     decode: Decode,
     settings: EngineSettings,
     truncated: bool,
+    retries: Sequence[Mapping[str, int]] = (),
 ) -> Extraction:
-    result = Extraction(doc_id=doc.doc_id)
+    """`retries`, per chunk, the re-decodes the validation loop spent per label (model/retry.py)."""
+    result = Extraction(doc_id=doc.doc_id, retries=sum(n for chunk in retries for n in chunk.values()))
     if truncated:
         result.reasons.append(
             ReviewReason(
@@ -62,7 +65,7 @@ def interpret(
         )
     alarms: list[EntropyAlarm] = []
     for chunk_index, (labels, generation) in enumerate(zip(chunks, generations, strict=True)):
-        output, token_ends = _detokenize(generation.token_ids, decode)
+        output, token_ends = detokenize(generation.token_ids, decode)
         # Slices of text already decoded: the audit trail costs nothing here when it is off.
         token_texts = [output[start:end] for start, end in zip([0, *token_ends], token_ends, strict=False)]
         result.traces.append(DecodeTrace(tuple(labels), generation, token_texts))
@@ -70,7 +73,8 @@ def interpret(
             answer = parse_classification(output, labels)
         else:
             answer = parse_extraction(output, labels, doc.text.__contains__)
-        _collect(result, doc, labels, answer, generation, token_ends, settings)
+        chunk_retries = retries[chunk_index] if retries else {}
+        _collect(result, doc, labels, answer, generation, token_ends, settings, chunk_retries)
         if not generation.finished:
             result.reasons.append(
                 ReviewReason(
@@ -100,6 +104,7 @@ def _collect(
     generation: Generation,
     token_ends: list[int],
     settings: EngineSettings,
+    retries: Mapping[str, int],
 ) -> None:
     for code, label, text in answer.problems:
         result.reasons.append(
@@ -120,21 +125,37 @@ def _collect(
             )
         spans = []
         for piece in answer.values.get(label, []):
-            start = doc.text.find(piece.text)
-            if start < 0:
-                result.reasons.append(
-                    ReviewReason(
-                        code=ReviewCode.NOT_IN_SOURCE,
-                        detail="the value does not occur in the document",
-                        label=label,
-                        value=piece.text,
-                    )
-                )
+            problem = value_problem(doc, label, piece.text)
+            if problem is not None:
+                code, detail = problem
+                if retries.get(label):
+                    detail += f" (still after {retries[label]} re-decodes)"
+                result.reasons.append(ReviewReason(code=code, detail=detail, label=label, value=piece.text))
                 continue
+            start = doc.text.find(piece.text)
             confidence = _confidence(piece, generation.probs, token_ends)
             _gate(result, label, piece.text, confidence, settings)
-            spans.append(Span(text=piece.text, start=start, end=start + len(piece.text), confidence=confidence))
+            spans.append(
+                Span(
+                    text=piece.text,
+                    start=start,
+                    end=start + len(piece.text),
+                    confidence=confidence,
+                    margin=min((step_margin(generation, s) for s in piece_steps(piece, token_ends)), default=1.0),
+                    retries=retries.get(label, 0),
+                )
+            )
         result.fields[label] = spans
+
+
+def value_problem(doc: Document, label: str, text: str) -> tuple[ReviewCode, str] | None:
+    """Why a parsed value cannot become a field, if it cannot: not in the source, or not of its type."""
+    if text not in doc.text:
+        return ReviewCode.NOT_IN_SOURCE, "the value does not occur in the document"
+    kind = (field_types_of(doc) or {}).get(label)
+    if kind is not None and not matches(kind, text):
+        return ReviewCode.MALFORMED_OUTPUT, f"the value is not a valid {kind}"
+    return None
 
 
 def _gate(result: Extraction, label: str | None, value: str, confidence: float, settings: EngineSettings) -> None:
@@ -149,7 +170,7 @@ def _gate(result: Extraction, label: str | None, value: str, confidence: float, 
         )
 
 
-def _detokenize(token_ids: Sequence[int], decode: Decode) -> tuple[str, list[int]]:
+def detokenize(token_ids: Sequence[int], decode: Decode) -> tuple[str, list[int]]:
     """The generated text and, per token, the character where its text ends.
 
     Decoding growing prefixes (not single tokens) keeps multi-byte characters that span tokens intact.
@@ -158,15 +179,25 @@ def _detokenize(token_ids: Sequence[int], decode: Decode) -> tuple[str, list[int
     return decode(token_ids), ends
 
 
+def piece_steps(piece: Piece, token_ends: Sequence[int]) -> list[int]:
+    """The decode steps whose tokens produced any character of the piece."""
+    return [
+        step
+        for step, (start, end) in enumerate(zip([0, *token_ends], token_ends, strict=False))
+        if start < piece.end and end > piece.start
+    ]
+
+
+def step_margin(generation: Generation, step: int) -> float:
+    """The chosen token's probability minus the best other token's."""
+    chosen = generation.token_ids[step]
+    others = [p for t, p in zip(generation.top_ids[step], generation.top_probs[step], strict=True) if t != chosen]
+    return generation.probs[step] - max(others, default=0.0)
+
+
 def _confidence(piece: Piece, probs: Sequence[float], token_ends: Sequence[int]) -> float:
     """The lowest probability among the tokens that produced any character of the piece."""
-    lowest = 1.0
-    start = 0
-    for prob, end in zip(probs, token_ends, strict=True):
-        if start < piece.end and end > piece.start:
-            lowest = min(lowest, prob)
-        start = end
-    return lowest
+    return min((probs[step] for step in piece_steps(piece, token_ends)), default=1.0)
 
 
 def _alarms(chunk: int, generation: Generation, decode: Decode, settings: EngineSettings) -> list[EntropyAlarm]:

@@ -1,0 +1,129 @@
+"""Copy-draft decoding: guess several next tokens, check them all in one forward pass, and keep
+exactly what step-by-step constrained greedy would have chosen.
+
+The guesses are cheap because the answer is mostly copied: tokens the grammar forces, then the
+prompt's own tokens after the last place where the answer's recent tokens occur in it (the source
+text continuing after the value so far). Verification takes, at each drafted position, the greedy
+choice of the masked logits; a draft is kept while it equals that choice, and the first choice that
+differs is kept too. So every forward pass yields at least one token and the output is the
+step-by-step one, token for token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from model.attention import Attend
+from model.bloom import Bloom
+from model.constraints import BatchConstraint, RowConstraint
+from model.signals import StepSignals, step_signals
+
+# Longest run of recent answer tokens looked up in the prompt; shorter runs are tried after.
+LOOKUP_TOKENS = 3
+
+
+def propose(row: RowConstraint | None, prompt: Sequence[int], generated: Sequence[int], limit: int) -> list[int]:
+    """Up to `limit` tokens greedy may well choose after `generated`."""
+    draft: list[int] = []
+    if row is not None and not row.ended:
+        configs = row.configs
+        while len(draft) < limit and configs:
+            legal = row.allowed(configs)
+            if legal.numel() != 1 or int(legal) == row.eos_id:
+                break
+            draft.append(int(legal))
+            configs = row.after(configs, draft[-1])
+    tail = [*generated, *draft]
+    for n in range(min(LOOKUP_TOKENS, len(tail)), 0, -1):
+        start = _last_occurrence(prompt, tail[-n:])
+        if start is not None:
+            draft += list(prompt[start + n : start + n + limit - len(draft)])
+            break
+    return draft[:limit]
+
+
+def _last_occurrence(seq: Sequence[int], pattern: Sequence[int]) -> int | None:
+    n = len(pattern)
+    for start in range(len(seq) - n, -1, -1):
+        if list(seq[start : start + n]) == list(pattern):
+            return start
+    return None
+
+
+def decode_with_drafts(
+    model: Bloom,
+    attend: Attend,
+    logits: torch.Tensor,
+    pos: torch.Tensor,
+    max_new_tokens: int,
+    eos_id: int,
+    top_k: int,
+    ended: torch.Tensor,
+    constraint: BatchConstraint | None,
+    prompts: Sequence[Sequence[int]],
+    draft_tokens: int,
+) -> tuple[list[StepSignals], int]:
+    """What `decode_n_tokens` returns, with per-step `taken` rows, and the forward passes it made."""
+    rows = logits.shape[0]
+    done = ended.tolist()
+    generated: list[list[int]] = [[] for _ in range(rows)]
+    positions = pos.tolist()
+    trash = model.caches[0].k.shape[1] - 1
+    steps: list[StepSignals] = []
+    passes = 0
+    active = [not d for d in done]
+    chosen = _take(steps, logits, active, constraint, top_k, generated, done, eos_id, max_new_tokens)
+    steps[-1].drafted = torch.zeros(rows, dtype=torch.bool, device=logits.device)
+    while not all(done):
+        drafts = []
+        for r in range(rows):
+            room = max_new_tokens - len(generated[r])
+            row = constraint.rows[r] if constraint is not None and r < len(constraint.rows) else None
+            prompt = prompts[r] if r < len(prompts) else []
+            drafts.append([] if done[r] else propose(row, prompt, generated[r], min(draft_tokens, room)))
+        width = 1 + max(len(d) for d in drafts)
+        tokens = [[chosen[r], *drafts[r]] + [eos_id] * (width - 1 - len(drafts[r])) for r in range(rows)]
+        q_pos = [
+            [positions[r] + j if j <= len(drafts[r]) and not done[r] else trash for j in range(width)]
+            for r in range(rows)
+        ]
+        device = logits.device
+        every = model.every_logits(torch.tensor(tokens, device=device), torch.tensor(q_pos, device=device), attend)
+        passes += 1
+        verifying = [not d for d in done]
+        for j in range(width):
+            picked = _take(steps, every[:, j], verifying, constraint, top_k, generated, done, eos_id, max_new_tokens)
+            kept = [verifying[r] and j < len(drafts[r]) and picked[r] == drafts[r][j] for r in range(rows)]
+            steps[-1].drafted = torch.tensor(kept, device=device)
+            for r in range(rows):
+                if not verifying[r]:
+                    continue
+                if kept[r] and not done[r]:
+                    continue
+                verifying[r] = False
+                chosen[r] = picked[r]
+                positions[r] += j + 1
+            if not any(verifying):
+                break
+    return steps, passes
+
+
+def _take(steps, logits, active, constraint, top_k, generated, done, eos_id, max_new_tokens) -> list[int]:
+    """One greedy step for the `active` rows: masked, recorded as taken, fed to the grammar."""
+    forced = None
+    if constraint is not None:
+        logits, forced = constraint.apply(logits, active)
+    signals = step_signals(logits, top_k)
+    picked = signals.chosen.tolist()
+    signals.forced = forced
+    signals.taken = torch.tensor(active, device=logits.device)
+    steps.append(signals)
+    if constraint is not None:
+        constraint.advance(signals.chosen, active)
+    for r, on in enumerate(active):
+        if on:
+            generated[r].append(picked[r])
+            done[r] = done[r] or picked[r] == eos_id or len(generated[r]) >= max_new_tokens
+    return picked
