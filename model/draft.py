@@ -24,7 +24,25 @@ from model.signals import StepSignals, step_signals
 LOOKUP_TOKENS = 3
 
 
-def propose(row: RowConstraint | None, prompt: Sequence[int], generated: Sequence[int], limit: int) -> list[int]:
+class PromptIndex:
+    """Where each token occurs in a prompt, so a lookup does not scan the prompt every step."""
+
+    def __init__(self, prompt: Sequence[int]) -> None:
+        self.prompt = list(prompt)
+        self.at: dict[int, list[int]] = {}
+        for i, token in enumerate(self.prompt):
+            self.at.setdefault(token, []).append(i)
+
+    def after(self, pattern: Sequence[int], limit: int) -> list[int] | None:
+        """The `limit` tokens after the last occurrence of `pattern`, or None if it does not occur."""
+        n = len(pattern)
+        for end in reversed(self.at.get(pattern[-1], [])):
+            if end + 1 >= n and self.prompt[end + 1 - n : end + 1] == list(pattern):
+                return self.prompt[end + 1 : end + 1 + limit]
+        return None
+
+
+def propose(row: RowConstraint | None, prompt: PromptIndex, generated: Sequence[int], limit: int) -> list[int]:
     """Up to `limit` tokens greedy may well choose after `generated`."""
     draft: list[int] = []
     if row is not None and not row.ended:
@@ -37,19 +55,11 @@ def propose(row: RowConstraint | None, prompt: Sequence[int], generated: Sequenc
             configs = row.after(configs, draft[-1])
     tail = [*generated, *draft]
     for n in range(min(LOOKUP_TOKENS, len(tail)), 0, -1):
-        start = _last_occurrence(prompt, tail[-n:])
-        if start is not None:
-            draft += list(prompt[start + n : start + n + limit - len(draft)])
+        following = prompt.after(tail[-n:], limit - len(draft))
+        if following is not None:
+            draft += following
             break
     return draft[:limit]
-
-
-def _last_occurrence(seq: Sequence[int], pattern: Sequence[int]) -> int | None:
-    n = len(pattern)
-    for start in range(len(seq) - n, -1, -1):
-        if list(seq[start : start + n]) == list(pattern):
-            return start
-    return None
 
 
 def decode_with_drafts(
@@ -73,6 +83,7 @@ def decode_with_drafts(
     trash = model.caches[0].k.shape[1] - 1
     steps: list[StepSignals] = []
     passes = 0
+    indexes = [PromptIndex(p) for p in prompts]
     active = [not d for d in done]
     chosen = _take(steps, logits, active, constraint, top_k, generated, done, eos_id, max_new_tokens)
     steps[-1].drafted = torch.zeros(rows, dtype=torch.bool, device=logits.device)
@@ -81,8 +92,7 @@ def decode_with_drafts(
         for r in range(rows):
             room = max_new_tokens - len(generated[r])
             row = constraint.rows[r] if constraint is not None and r < len(constraint.rows) else None
-            prompt = prompts[r] if r < len(prompts) else []
-            drafts.append([] if done[r] else propose(row, prompt, generated[r], min(draft_tokens, room)))
+            drafts.append([] if done[r] else propose(row, indexes[r], generated[r], min(draft_tokens, room)))
         width = 1 + max(len(d) for d in drafts)
         tokens = [[chosen[r], *drafts[r]] + [eos_id] * (width - 1 - len(drafts[r])) for r in range(rows)]
         q_pos = [

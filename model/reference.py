@@ -5,6 +5,7 @@ Simple on purpose: it is the correctness oracle for faster engines and the basel
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -179,8 +180,7 @@ class ReferenceEngine:
         self.loaded.model.generate(
             input_ids=input_ids.to(self.loaded.device),
             attention_mask=attention_mask.to(self.loaded.device),
-            generation_config=self.generation_config,
-            max_new_tokens=max_new_tokens or self.settings.max_new_tokens,
+            generation_config=self._config(max_new_tokens),
             logits_processor=LogitsProcessorList(processors),
         )
         finished = time.perf_counter()
@@ -192,6 +192,13 @@ class ReferenceEngine:
             for step, forced in zip(recorder.steps, constrain.forced, strict=True):
                 step.forced = forced
         return collect_generations(recorder.steps, self.eos_id)
+
+    def _config(self, max_new_tokens: int | None) -> GenerationConfig:
+        if max_new_tokens is None or max_new_tokens == self.generation_config.max_new_tokens:
+            return self.generation_config
+        config = copy.deepcopy(self.generation_config)
+        config.max_new_tokens = max_new_tokens
+        return config
 
     def decode(self, token_ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)

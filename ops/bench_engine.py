@@ -127,15 +127,18 @@ def main() -> None:
         _widen_vocab(directory, args.vocab)
         settings = EngineSettings(path=str(directory), max_new_tokens=args.new_tokens, prompts_per_forward=64)
         loaded = load_model(settings)
-        free = msgspec.structs.replace(settings, constrained=False)
+        stepwise = msgspec.structs.replace(settings, copy_draft=False)
         engines = {
             "reference": ReferenceEngine(loaded, settings),
             "fast": FastEngine(loaded, settings),
-            "fast, unconstrained": FastEngine(loaded, free),
+            "fast, no drafts": FastEngine(loaded, stepwise),
+            "fast, no drafts, unconstrained": FastEngine(loaded, msgspec.structs.replace(stepwise, constrained=False)),
         }
         # Warm-up on a slice, so first-call costs (allocation, kernel selection) are not measured.
         for engine in engines.values():
             engine.extract(docs[: min(2, len(docs))])
+            if isinstance(engine, FastEngine):
+                engine.forward_passes = 0
         results = {name: run(engine, docs, args.batch) for name, engine in engines.items()}
         index_ms = per_document_index_ms(engines["fast"], docs)
 
@@ -147,23 +150,29 @@ def main() -> None:
         f"{args.new_tokens} new tokens per prompt, fp32 on {loaded.device}, {torch.get_num_threads()} threads"
     )
     print(f"fast engine attention: {engines['fast'].info.attention}")
-    print(f"\n| engine | docs/s | tokens/s | {' | '.join(s.removesuffix('_ms') + ' s' for s in STAGES)} | total s |")
-    print("|" + " --- |" * (4 + len(STAGES)))
+    stage_names = " | ".join(s.removesuffix("_ms") + " s" for s in STAGES)
+    print(f"\n| engine | docs/s | tokens/s | forward passes/doc | {stage_names} | total s |")
+    print("|" + " --- |" * (5 + len(STAGES)))
     rates = {}
     for name, r in results.items():
         rates[name] = len(docs) / r.seconds
         stages = " | ".join(f"{getattr(r.timings, s) / 1000:.2f}" for s in STAGES)
-        print(f"| {name} | {rates[name]:.2f} | {r.tokens / r.seconds:.0f} | {stages} | {r.seconds:.2f} |")
+        engine = engines[name]
+        shown = f"{engine.forward_passes / len(docs):.1f}" if isinstance(engine, FastEngine) else "-"
+        print(f"| {name} | {rates[name]:.2f} | {r.tokens / r.seconds:.0f} | {shown} | {stages} | {r.seconds:.2f} |")
     pairs = zip(results["reference"].extractions, results["fast"].extractions, strict=True)
     same = [comparable(a) == comparable(b) for a, b in pairs]
     print(f"\nspeed-up (docs/s, fast / reference): {rates['fast'] / rates['reference']:.2f}x")
     print(f"identical outputs (both constrained): {sum(same)}/{len(same)} documents")
-    fast = results["fast"]
+    pairs = zip(results["fast"].extractions, results["fast, no drafts"].extractions, strict=True)
+    drafted = [comparable(a) == comparable(b) for a, b in pairs]
+    print(f"identical outputs (drafts on / off): {sum(drafted)}/{len(drafted)} documents")
+    fast = results["fast, no drafts"]
     mask_ms = fast.timings.constrain_ms / fast.steps
     step_ms = (fast.timings.decode_ms - fast.timings.constrain_ms) / fast.steps
     print(
-        f"grammar mask per decode step (batch {args.batch}): {mask_ms:.2f} ms beside {step_ms:.2f} ms for the "
-        f"rest of the step ({100 * mask_ms / step_ms:.1f}%); per-document match index: {index_ms:.1f} ms"
+        f"grammar mask per decode step (batch {args.batch}, no drafts): {mask_ms:.2f} ms beside {step_ms:.2f} ms "
+        f"for the rest of the step ({100 * mask_ms / step_ms:.1f}%); per-document match index: {index_ms:.1f} ms"
     )
 
 

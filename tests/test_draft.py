@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from model.config import EngineSettings
-from model.draft import propose
+from model.draft import PromptIndex, propose
 from model.fast import FastEngine
 from model.loading import load_model
 from ops.corpus import generate_corpus
@@ -53,7 +53,8 @@ def test_drafts_change_no_output_and_save_forward_passes(memorised) -> None:
 
 
 def test_a_draft_continues_the_prompt_after_the_answers_last_tokens() -> None:
-    prompt = [5, 6, 7, 8, 9, 10, 11]
-    assert propose(None, prompt, [42, 7, 8], 3) == [9, 10, 11]
-    assert propose(None, prompt, [42, 11], 3) == []  # the prompt ends there
+    prompt = PromptIndex([5, 6, 7, 8, 9, 10, 11, 7, 8, 12])
+    assert propose(None, prompt, [42, 6, 7, 8], 3) == [9, 10, 11]
+    assert propose(None, prompt, [42, 7, 8], 3) == [12]  # the last occurrence, cut by the prompt's end
+    assert propose(None, prompt, [42, 12], 3) == []
     assert propose(None, prompt, [42], 3) == []
