@@ -84,6 +84,10 @@ def decode_with_drafts(
     steps: list[StepSignals] = []
     passes = 0
     indexes = [PromptIndex(p) for p in prompts]
+    # Per row, how many tokens to draft: halved when a whole draft is rejected, doubled when one is
+    # kept whole. A row whose guesses keep failing then costs a pass little more than a plain step
+    # (on a CPU, the LM head over every drafted position is most of a pass).
+    budget = [draft_tokens] * rows
     active = [not d for d in done]
     chosen = _take(steps, logits, active, constraint, top_k, generated, done, eos_id, max_new_tokens)
     steps[-1].drafted = torch.zeros(rows, dtype=torch.bool, device=logits.device)
@@ -92,7 +96,7 @@ def decode_with_drafts(
         for r in range(rows):
             room = max_new_tokens - len(generated[r])
             row = constraint.rows[r] if constraint is not None and r < len(constraint.rows) else None
-            drafts.append([] if done[r] else propose(row, indexes[r], generated[r], min(draft_tokens, room)))
+            drafts.append([] if done[r] else propose(row, indexes[r], generated[r], min(budget[r], room)))
         width = 1 + max(len(d) for d in drafts)
         tokens = [[chosen[r], *drafts[r]] + [eos_id] * (width - 1 - len(drafts[r])) for r in range(rows)]
         q_pos = [
@@ -115,9 +119,18 @@ def decode_with_drafts(
                 verifying[r] = False
                 chosen[r] = picked[r]
                 positions[r] += j + 1
+                budget[r] = _next_budget(budget[r], j, len(drafts[r]), draft_tokens)
             if not any(verifying):
                 break
     return steps, passes
+
+
+def _next_budget(budget: int, kept: int, drafted: int, most: int) -> int:
+    if drafted and kept == drafted:
+        return min(most, budget * 2)
+    if drafted and kept == 0:
+        return max(1, budget // 2)
+    return budget
 
 
 def _take(steps, logits, active, constraint, top_k, generated, done, eos_id, max_new_tokens) -> list[int]:
