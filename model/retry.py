@@ -63,7 +63,9 @@ def first_failure(doc: Document, labels: Sequence[str], generation: Generation, 
             continue
         for piece in pieces:
             steps = piece_steps(piece, ends)
-            if steps and value_problem(doc, label, piece.text) is not None:
+            # A value cut by the token limit would be cut again: only the limit can fix it.
+            cut_off = not generation.finished and piece.end == len(output.rstrip())
+            if steps and not cut_off and value_problem(doc, label, piece.text) is not None:
                 failing.append((min(steps), label, min(steps, key=lambda s: step_margin(generation, s))))
                 break
     return min(failing)[1:] if failing else None
