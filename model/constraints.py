@@ -25,6 +25,9 @@ from model.field_types import FieldType
 from model.grammar import Config, Grammar, Source, Value, ValueStart
 from model.token_bytes import TokenBytes
 
+# Up to this many end positions, a value's continuations are sliced per position, else gathered.
+FEW_ENDS = 32
+
 
 class SourceIndex:
     """Where every token's bytes occur in one document: built once, queried every step."""
@@ -34,15 +37,24 @@ class SourceIndex:
         self.vocab = vocab
         self.device = device
         matches = vocab.tokens_at(self.source.data, range(len(self.source.data)))
+        # Matches come sorted by position: the tokens at position p are match_tok[first[p]:first[p + 1]].
         self.match_pos = torch.tensor([p for p, _ in matches], dtype=torch.long, device=device)
         self.match_tok = torch.tensor([t for _, t in matches], dtype=torch.long, device=device)
+        self.first = [0] * (len(self.source.data) + 2)
+        for p, _ in matches:
+            self.first[p + 1] += 1
+        for p in range(1, len(self.first)):
+            self.first[p] += self.first[p - 1]
         self._entries: dict[bytes, torch.Tensor] = {}
 
     def continuations(self, ends: frozenset[int] | Sequence[int]) -> torch.Tensor:
-        """Tokens whose bytes occur in the source at one of `ends`."""
+        """Tokens whose bytes occur in the source at one of `ends` (an id may repeat)."""
+        if len(ends) <= FEW_ENDS:
+            # Inside a value few positions remain: slices beat a gather over every match.
+            return torch.cat([self.match_tok[self.first[e] : self.first[e + 1]] for e in ends] or [self.match_tok[:0]])
         at = torch.zeros(len(self.source.data) + 1, dtype=torch.bool, device=self.device)
         at[torch.tensor(list(ends), dtype=torch.long, device=self.device)] = True
-        return self.match_tok[at[self.match_pos]].unique()
+        return self.match_tok[at[self.match_pos]]
 
     def entries(self, head: bytes) -> torch.Tensor:
         """Tokens made of `head` and then the start of a value."""
