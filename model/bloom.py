@@ -110,10 +110,22 @@ class Bloom(nn.Module):
         last: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Logits [B, V] (fp32) at index `last` [B] of each row's new tokens (the only one, when S=1)."""
+        x = self._hidden(tokens, q_pos, attend)
+        return self._head(x[:, 0] if last is None else x[torch.arange(x.shape[0], device=x.device), last])
+
+    def every_logits(self, tokens: torch.Tensor, q_pos: torch.Tensor, attend: Attend) -> torch.Tensor:
+        """Logits [B, S, V] (fp32) after each of the new tokens: what verifying a draft needs."""
+        x = self._hidden(tokens, q_pos, attend)
+        batch, steps, _ = x.shape
+        return self._head(x.reshape(batch * steps, -1)).reshape(batch, steps, -1)
+
+    def _hidden(self, tokens: torch.Tensor, q_pos: torch.Tensor, attend: Attend) -> torch.Tensor:
         x = self.word_embeddings_layernorm(self.word_embeddings(tokens))
         for block, cache in zip(self.h, self.caches, strict=True):
             x = block(x, cache, q_pos, self.slopes, attend)
-        x = x[:, 0] if last is None else x[torch.arange(x.shape[0], device=x.device), last]
+        return x
+
+    def _head(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.shape[0]
         if rows < MIN_GEMM_ROWS:
             x = F.pad(x, (0, 0, 0, MIN_GEMM_ROWS - rows))

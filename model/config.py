@@ -28,3 +28,8 @@ class EngineSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     confidence_threshold: float = 0.85
     entropy_threshold: float = 2.5
     top_alternatives: int = 5
+    # Decode only answers the parser reads, with values copied from the source (model/constraints.py).
+    constrained: bool = True
+    # Copy-draft decoding (model/draft.py): several tokens per forward pass, output unchanged.
+    copy_draft: bool = True
+    draft_tokens: int = 8

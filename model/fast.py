@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -17,11 +17,15 @@ from torch import nn
 from model.attention import make_attention, pick_backend
 from model.bloom import MIN_GEMM_ROWS, Bloom
 from model.config import EngineSettings
+from model.constraints import BatchConstraint, Constrainer, RowConstraint
+from model.draft import decode_with_drafts
 from model.engine import BatchResult, decode_settings, ms_since
 from model.generate import decode_n_tokens, make_decode_one_token, prefill
 from model.loading import LoadedModel
 from model.prompt import encode_prompts
-from model.signals import Generation, collect_generations
+from model.retry import Continuation, revisit
+from model.signals import Generation, collect_generations, cut
+from model.token_bytes import TokenBytes
 from model.validate import interpret
 from schemas.messages import Document, ModelInfo, Timings
 
@@ -35,6 +39,8 @@ class DocPrompts:
     index: int
     prompts: list[list[int]]
     shared: int  # tokens at the start of every prompt computed once for all of them
+    # One per prompt when decoding is constrained; empty leaves the document's rows free.
+    constraints: list[RowConstraint] = field(default_factory=list)
 
 
 def shared_prefix(prompts: Sequence[Sequence[int]]) -> int:
@@ -85,10 +91,13 @@ class FastEngine:
             mode = "reduce-overhead" if self.device.type == "cuda" else None
             step = torch.compile(step, mode=mode, fullgraph=True)
         self.decode_step = step
+        # Batches through the model (prefills and decode steps), a running count for benchmarks.
+        self.forward_passes = 0
         # Per pool ("rows" for prompts, "prefix" for shared prefixes): full-length buffers per batch
         # bucket, and the (batch, length) views handed to the model.
         self._buffers: dict[tuple[str, int], nn.ModuleList] = {}
         self._views: dict[tuple[str, int, int], nn.ModuleList] = {}
+        self.constrainer = Constrainer(TokenBytes.from_tokenizer(self.tokenizer), self.eos_id, self.device)
         self.max_len = bucket(settings.max_input_tokens + settings.max_new_tokens + 1, LENGTH_BUCKET)
         self.info = ModelInfo(
             name=loaded.name,
@@ -111,17 +120,56 @@ class FastEngine:
 
         generations: list[list[Generation]] = [[] for _ in docs]
         for group in self.plan([prompts for _, prompts, _ in encoded]):
+            for doc_prompts in group:
+                doc = docs[doc_prompts.index]
+                if self.settings.constrained and doc.task == "extract":
+                    doc_prompts.constraints = self.constrainer.rows(
+                        doc.text, encoded[doc_prompts.index][0], doc.field_types
+                    )
             for doc, doc_generations in zip(group, self.generate(group, timings), strict=True):
                 generations[doc.index] = doc_generations
 
         started = time.perf_counter()
+        retries = revisit(
+            docs,
+            [chunks for chunks, _, _ in encoded],
+            [prompts for _, prompts, _ in encoded],
+            generations,
+            self.decode,
+            lambda d, c: self._row(docs[d], encoded[d][0][c]),
+            lambda requests: self.continue_greedy(requests, timings),
+            self.settings.max_new_tokens,
+        )
+        timings.decode_ms += ms_since(started)
+        started = time.perf_counter()
         extractions = [
-            interpret(doc, chunks, generations[i], self.decode, self.settings, truncated)
+            interpret(doc, chunks, generations[i], self.decode, self.settings, truncated, retries[i])
             for i, (doc, (chunks, _, truncated)) in enumerate(zip(docs, encoded, strict=True))
         ]
         timings.postprocess_ms = ms_since(started)
         tokens = sum(len(g.token_ids) for doc in generations for g in doc)
         return BatchResult(extractions=extractions, timings=timings, generated_tokens=tokens)
+
+    def _row(self, doc: Document, labels: tuple[str, ...]) -> RowConstraint | None:
+        if not self.settings.constrained or doc.task != "extract":
+            return None
+        [row] = self.constrainer.rows(doc.text, [labels], doc.field_types)
+        return row
+
+    def continue_greedy(self, requests: list[Continuation], timings: Timings) -> list[Generation]:
+        """Greedy continuations of prompts extended by kept tokens (the validation loop's re-decodes)."""
+        out: list[Generation] = []
+        step = self.settings.prompts_per_forward
+        for start in range(0, len(requests), step):
+            batch = requests[start : start + step]
+            group = [
+                DocPrompts(i, [r.prompt + r.prefix], 0, [r.row] if r.row is not None else [])
+                for i, r in enumerate(batch)
+            ]
+            limit = max(1, *(r.max_new_tokens for r in batch))
+            for r, [generation] in zip(batch, self.generate(group, timings, max_new_tokens=limit), strict=True):
+                out.append(cut(generation, r.max_new_tokens))
+        return out
 
     def plan(self, prompts_per_doc: list[list[list[int]]]) -> list[list[DocPrompts]]:
         """Documents of similar length together (less padding), at most `prompts_per_forward` prompts
@@ -141,8 +189,13 @@ class FastEngine:
 
     @torch.inference_mode()
     def generate(
-        self, group: list[DocPrompts], timings: Timings, observe: Callable[[torch.Tensor], None] | None = None
+        self,
+        group: list[DocPrompts],
+        timings: Timings,
+        observe: Callable[[torch.Tensor], None] | None = None,
+        max_new_tokens: int | None = None,
     ) -> list[list[Generation]]:
+        max_new_tokens = max_new_tokens or self.settings.max_new_tokens
         started = time.perf_counter()
         # Documents without a shared prefix first: their full prompts and the others' short
         # suffixes are prefilled in two calls, so a suffix is never padded to a full prompt's width.
@@ -152,7 +205,7 @@ class FastEngine:
         n_rows = max(MIN_GEMM_ROWS, batch_bucket(len(rows)) if self.compiled else len(rows))
         longest = max(len(p) for _, p in rows)
         # Room for the longest generation, plus the trash slot padding tokens write to.
-        caches = self.caches("rows", n_rows, bucket(longest + self.settings.max_new_tokens + 1, LENGTH_BUCKET))
+        caches = self.caches("rows", n_rows, bucket(longest + max_new_tokens + 1, LENGTH_BUCKET))
         self._copy_shared_prefixes(docs, rows, caches)
         split = sum(len(d.prompts) for d in docs if not d.shared)
         logits = [self._prefill_rows(caches, rows, lo, hi) for lo, hi in ((0, split), (split, len(rows))) if hi > lo]
@@ -167,19 +220,43 @@ class FastEngine:
             observe = self._in_group_order(observe, group, order)
         ends = self._tensor([len(p) for _, p in rows] + [1] * (n_rows - len(rows)))
         padding = self._tensor([False] * len(rows) + [True] * (n_rows - len(rows)), torch.bool)
-        steps = decode_n_tokens(
-            self.model,
-            self.decode_step,
-            torch.cat(logits),
-            ends,
-            self.settings.max_new_tokens,
-            self.eos_id,
-            self.settings.top_alternatives,
-            padding,
-            observe,
-        )
+        constraint = None
+        if any(d.constraints for d in docs):
+            constraint = BatchConstraint([c for d in docs for c in (d.constraints or [None] * len(d.prompts))])
+        self.forward_passes += len(logits) - 1 + (1 if any(d.shared for d in docs) else 0)
+        if self.settings.copy_draft and observe is None:
+            steps, passes = decode_with_drafts(
+                self.model,
+                self.attend,
+                torch.cat(logits),
+                ends,
+                max_new_tokens,
+                self.eos_id,
+                self.settings.top_alternatives,
+                padding,
+                constraint,
+                [p for _, p in rows],
+                self.settings.draft_tokens,
+            )
+        else:
+            steps = decode_n_tokens(
+                self.model,
+                self.decode_step,
+                torch.cat(logits),
+                ends,
+                max_new_tokens,
+                self.eos_id,
+                self.settings.top_alternatives,
+                padding,
+                observe,
+                constraint,
+            )
+            passes = len(steps) - 1
+        self.forward_passes += passes
         flat = collect_generations(steps, self.eos_id)[: len(rows)]
         timings.decode_ms += ms_since(decode_started)
+        if constraint is not None:
+            timings.constrain_ms += constraint.seconds * 1000
         out: list[list[Generation]] = [[] for _ in group]
         cursor = 0
         for i, doc in zip(order, docs, strict=True):

@@ -10,6 +10,7 @@ import torch
 
 from model.attention import Attend
 from model.bloom import Bloom
+from model.constraints import BatchConstraint
 from model.signals import StepSignals, step_signals
 
 DecodeStep = Callable[[Bloom, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -52,18 +53,26 @@ def decode_n_tokens(
     top_k: int,
     ended: torch.Tensor,
     observe: Callable[[torch.Tensor], None] | None = None,
+    constraint: BatchConstraint | None = None,
 ) -> list[StepSignals]:
     """Greedy continuation from the prefill logits until every row has ended or the limit is hit.
 
     `ended` [B] starts True for rows that only pad a batch to its compiled shape. `observe`, if
-    given, sees each step's full logits (equivalence tests compare them with transformers').
+    given, sees each step's full logits (equivalence tests compare them with transformers'), before
+    the constraint, if any, masks them; the signals are those of the masked distribution.
     """
     steps: list[StepSignals] = []
     ended = ended.clone()
     for i in range(max_new_tokens):
         if observe is not None:
             observe(logits)
+        forced = None
+        if constraint is not None:
+            logits, forced = constraint.apply(logits)
         signals = step_signals(logits, top_k)
+        signals.forced = forced
+        if constraint is not None:
+            constraint.advance(signals.chosen)
         steps.append(signals)
         ended |= signals.chosen == eos_id
         if i == max_new_tokens - 1 or bool(ended.all()):

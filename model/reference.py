@@ -5,6 +5,7 @@ Simple on purpose: it is the correctness oracle for faster engines and the basel
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,10 +14,13 @@ import torch
 from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
 
 from model.config import EngineSettings
+from model.constraints import BatchConstraint, Constrainer, RowConstraint
 from model.engine import BatchResult, decode_settings, ms_since
 from model.loading import LoadedModel
 from model.prompt import encode_prompts
-from model.signals import Generation, StepSignals, collect_generations, step_signals
+from model.retry import Continuation, revisit
+from model.signals import Generation, StepSignals, collect_generations, cut, step_signals
+from model.token_bytes import TokenBytes
 from model.validate import interpret
 from schemas.messages import Document, ModelInfo, Timings
 
@@ -25,6 +29,24 @@ from schemas.messages import Document, ModelInfo, Timings
 class Prompt:
     doc_index: int
     token_ids: list[int]
+    constraint: RowConstraint | None = None
+
+
+class _Constrain(LogitsProcessor):
+    """The answer grammar inside generate(): fed each row's last token, masks the next step."""
+
+    def __init__(self, constraint: BatchConstraint) -> None:
+        self.constraint = constraint
+        self.started = False
+        self.forced: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self.started:
+            self.constraint.advance(input_ids[:, -1])
+        self.started = True
+        masked, forced = self.constraint.apply(scores)
+        self.forced.append(forced)
+        return masked
 
 
 class _RecordSignals(LogitsProcessor):
@@ -58,6 +80,7 @@ class ReferenceEngine:
             demo=loaded.demo,
             decode=decode_settings(settings),
         )
+        self.constrainer = Constrainer(TokenBytes.from_tokenizer(self.tokenizer), self.eos_id, loaded.device)
         self.generation_config = GenerationConfig(
             do_sample=False,
             num_beams=1,
@@ -76,22 +99,57 @@ class ReferenceEngine:
             )
             chunks.append(doc_chunks)
             truncated.append(was_cut)
-            prompts.extend(Prompt(doc_index, ids) for ids in token_ids)
+            rows: list[RowConstraint | None] = [None] * len(token_ids)
+            if self.settings.constrained and doc.task == "extract":
+                rows = list(self.constrainer.rows(doc.text, doc_chunks, doc.field_types))
+            prompts.extend(Prompt(doc_index, ids, row) for ids, row in zip(token_ids, rows, strict=True))
         timings.tokenize_ms = ms_since(started)
 
         generations = self.generate_all(prompts, timings)
 
-        started = time.perf_counter()
         per_doc: list[list[Generation]] = [[] for _ in docs]
+        per_doc_prompts: list[list[list[int]]] = [[] for _ in docs]
         for prompt, generation in zip(prompts, generations, strict=True):
             per_doc[prompt.doc_index].append(generation)
+            per_doc_prompts[prompt.doc_index].append(prompt.token_ids)
+        started = time.perf_counter()
+        retries = revisit(
+            docs,
+            chunks,
+            per_doc_prompts,
+            per_doc,
+            self.decode,
+            lambda d, c: self._row(docs[d], chunks[d][c]),
+            lambda requests: self.continue_greedy(requests, timings),
+            self.settings.max_new_tokens,
+        )
+        timings.decode_ms += ms_since(started)
+        started = time.perf_counter()
         extractions = [
-            interpret(doc, chunks[i], per_doc[i], self.decode, self.settings, truncated[i])
+            interpret(doc, chunks[i], per_doc[i], self.decode, self.settings, truncated[i], retries[i])
             for i, doc in enumerate(docs)
         ]
         timings.postprocess_ms = ms_since(started)
         tokens = sum(len(g.token_ids) for g in generations)
         return BatchResult(extractions=extractions, timings=timings, generated_tokens=tokens)
+
+    def _row(self, doc: Document, labels: tuple[str, ...]) -> RowConstraint | None:
+        if not self.settings.constrained or doc.task != "extract":
+            return None
+        [row] = self.constrainer.rows(doc.text, [labels], doc.field_types)
+        return row
+
+    def continue_greedy(self, requests: list[Continuation], timings: Timings) -> list[Generation]:
+        """Greedy continuations of prompts extended by kept tokens (the validation loop's re-decodes)."""
+        out: list[Generation] = []
+        step = self.settings.prompts_per_forward
+        for start in range(0, len(requests), step):
+            batch = requests[start : start + step]
+            limit = max(1, *(r.max_new_tokens for r in batch))
+            prompts = [Prompt(i, r.prompt + r.prefix, r.row) for i, r in enumerate(batch)]
+            for r, generation in zip(batch, self.generate(prompts, timings, max_new_tokens=limit), strict=True):
+                out.append(cut(generation, r.max_new_tokens))
+        return out
 
     def generate_all(self, prompts: list[Prompt], timings: Timings) -> list[Generation]:
         """Greedy generations in prompt order; prompts of similar length share a forward pass."""
@@ -100,30 +158,46 @@ class ReferenceEngine:
         step = self.settings.prompts_per_forward
         for group_start in range(0, len(order), step):
             group = order[group_start : group_start + step]
-            for index, generation in zip(
-                group, self.generate([prompts[i].token_ids for i in group], timings), strict=True
-            ):
+            for index, generation in zip(group, self.generate([prompts[i] for i in group], timings), strict=True):
                 results[index] = generation
         return [g for g in results if g is not None]
 
     @torch.inference_mode()
-    def generate(self, batch: list[list[int]], timings: Timings) -> list[Generation]:
+    def generate(self, prompts: list[Prompt], timings: Timings, max_new_tokens: int | None = None) -> list[Generation]:
+        batch = [p.token_ids for p in prompts]
         width = max(len(ids) for ids in batch)
         input_ids = torch.tensor([[self.pad_id] * (width - len(ids)) + ids for ids in batch])
         attention_mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in batch])
         recorder = _RecordSignals(self.settings.top_alternatives)
+        processors: list[LogitsProcessor] = [recorder]
+        constrain = None
+        if any(p.constraint for p in prompts):
+            # Before the recorder: the signals are those of the masked distribution, as in the fast engine.
+            constrain = _Constrain(BatchConstraint([p.constraint for p in prompts]))
+            processors.insert(0, constrain)
         started = time.perf_counter()
         self.loaded.model.generate(
             input_ids=input_ids.to(self.loaded.device),
             attention_mask=attention_mask.to(self.loaded.device),
-            generation_config=self.generation_config,
-            logits_processor=LogitsProcessorList([recorder]),
+            generation_config=self._config(max_new_tokens),
+            logits_processor=LogitsProcessorList(processors),
         )
         finished = time.perf_counter()
         first_step = recorder.first_step_at or finished
         timings.prefill_ms += (first_step - started) * 1000
         timings.decode_ms += (finished - first_step) * 1000
+        if constrain is not None:
+            timings.constrain_ms += constrain.constraint.seconds * 1000
+            for step, forced in zip(recorder.steps, constrain.forced, strict=True):
+                step.forced = forced
         return collect_generations(recorder.steps, self.eos_id)
+
+    def _config(self, max_new_tokens: int | None) -> GenerationConfig:
+        if max_new_tokens is None or max_new_tokens == self.generation_config.max_new_tokens:
+            return self.generation_config
+        config = copy.deepcopy(self.generation_config)
+        config.max_new_tokens = max_new_tokens
+        return config
 
     def decode(self, token_ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)

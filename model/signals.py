@@ -20,6 +20,11 @@ class StepSignals:
     entropy: torch.Tensor  # [B] nats
     top_ids: torch.Tensor  # [B, k]
     top_probs: torch.Tensor  # [B, k]
+    forced: torch.Tensor | None = None  # [B] bool: the constraint left one legal token
+    # With drafts, one forward pass verifies several steps and rows take different numbers of them:
+    # taken [B] says which rows' generations this step belongs to, drafted [B] which were drafts.
+    taken: torch.Tensor | None = None
+    drafted: torch.Tensor | None = None
 
 
 def greedy_choice(logits: torch.Tensor) -> torch.Tensor:
@@ -67,17 +72,47 @@ def collect_generations(steps: list[StepSignals], eos_id: int) -> list[Generatio
     entropies = torch.stack([s.entropy for s in steps], dim=1).tolist()
     top_ids = torch.stack([s.top_ids for s in steps], dim=1).tolist()
     top_probs = torch.stack([s.top_probs for s in steps], dim=1).tolist()
+    forced = _flags(steps, "forced")
+    drafted = _flags(steps, "drafted")
+    taken = _flags(steps, "taken")
     generations = []
     for row, ids in enumerate(chosen):
+        keep = [i for i, t in enumerate(taken[row]) if t] if taken is not None else list(range(len(ids)))
+        ids = [ids[i] for i in keep]
         length = ids.index(eos_id) + 1 if eos_id in ids else len(ids)
+        keep = keep[:length]
         generations.append(
             Generation(
                 token_ids=ids[:length],
-                probs=probs[row][:length],
-                entropies=entropies[row][:length],
-                top_ids=top_ids[row][:length],
-                top_probs=top_probs[row][:length],
+                probs=[probs[row][i] for i in keep],
+                entropies=[entropies[row][i] for i in keep],
+                top_ids=[top_ids[row][i] for i in keep],
+                top_probs=[top_probs[row][i] for i in keep],
                 finished=eos_id in ids,
+                forced=[forced[row][i] for i in keep] if forced is not None else [],
+                drafted=[drafted[row][i] for i in keep] if drafted is not None else [],
             )
         )
     return generations
+
+
+def _flags(steps: list[StepSignals], name: str) -> list[list[bool]] | None:
+    if getattr(steps[0], name) is None:
+        return None
+    return torch.stack([getattr(s, name) for s in steps], dim=1).tolist()
+
+
+def cut(generation: Generation, limit: int) -> Generation:
+    """The first `limit` steps of a generation (unfinished if its end-of-sequence came later)."""
+    if len(generation.token_ids) <= limit:
+        return generation
+    return Generation(
+        token_ids=generation.token_ids[:limit],
+        probs=generation.probs[:limit],
+        entropies=generation.entropies[:limit],
+        top_ids=generation.top_ids[:limit],
+        top_probs=generation.top_probs[:limit],
+        finished=False,
+        forced=generation.forced[:limit],
+        drafted=generation.drafted[:limit],
+    )

@@ -6,7 +6,7 @@ reason instead. This module is pure: every engine hands it the same `Generation`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import msgspec
@@ -40,7 +40,7 @@ class Extraction:
     reasons: list[ReviewReason] = field(default_factory=list)
     alarms: list[EntropyAlarm] = field(default_factory=list)
     alarmed_steps: int = 0
-    # Re-generations the validation loop asked for (none yet: the reference engine decodes once).
+    # Re-decodes the validation loop spent on failing values (model/retry.py).
     retries: int = 0
     traces: list[DecodeTrace] = field(default_factory=list)
 
@@ -56,8 +56,10 @@ def interpret(
     decode: Decode,
     settings: EngineSettings,
     truncated: bool,
+    retries: Sequence[Mapping[str, int]] = (),
 ) -> Extraction:
-    result = Extraction(doc_id=doc.doc_id)
+    """`retries`, per chunk, the re-decodes the validation loop spent per label (model/retry.py)."""
+    result = Extraction(doc_id=doc.doc_id, retries=sum(n for chunk in retries for n in chunk.values()))
     if truncated:
         result.reasons.append(
             ReviewReason(
@@ -66,7 +68,7 @@ def interpret(
         )
     alarms: list[EntropyAlarm] = []
     for chunk_index, (labels, generation) in enumerate(zip(chunks, generations, strict=True)):
-        output, token_ends = _detokenize(generation.token_ids, decode)
+        output, token_ends = detokenize(generation.token_ids, decode)
         # Slices of text already decoded: the audit trail costs nothing here when it is off.
         token_texts = [output[start:end] for start, end in zip([0, *token_ends], token_ends, strict=False)]
         result.traces.append(DecodeTrace(tuple(labels), generation, token_texts))
@@ -74,7 +76,8 @@ def interpret(
             answer = parse_classification(output, labels)
         else:
             answer = parse_extraction(output, labels, doc.text.__contains__)
-        _collect(result, doc, labels, answer, generation, token_ends, settings)
+        chunk_retries = retries[chunk_index] if retries else {}
+        _collect(result, doc, labels, answer, generation, token_ends, settings, chunk_retries)
         if not generation.finished:
             result.reasons.append(
                 ReviewReason(
@@ -104,6 +107,7 @@ def _collect(
     generation: Generation,
     token_ends: list[int],
     settings: EngineSettings,
+    retries: Mapping[str, int],
 ) -> None:
     for code, label, text in answer.problems:
         result.reasons.append(
@@ -124,22 +128,38 @@ def _collect(
             )
         spans = []
         for piece in answer.values.get(label, []):
+            problem = value_problem(doc, label, piece.text)
+            if problem is not None:
+                code, detail = problem
+                if retries.get(label):
+                    detail += f" (still after {retries[label]} re-decodes)"
+                result.reasons.append(ReviewReason(code=code, detail=detail, label=label, value=piece.text))
+                if code != ReviewCode.TYPE_MISMATCH:
+                    continue  # a value not in the source never becomes a field; a mistyped one stays, for review
             start = doc.text.find(piece.text)
-            if start < 0:
-                result.reasons.append(
-                    ReviewReason(
-                        code=ReviewCode.NOT_IN_SOURCE,
-                        detail="the value does not occur in the document",
-                        label=label,
-                        value=piece.text,
-                    )
-                )
-                continue
             confidence = _confidence(piece, generation.probs, token_ends)
             _gate(result, label, piece.text, confidence, settings)
-            span = Span(text=piece.text, start=start, end=start + len(piece.text), confidence=confidence)
-            spans.append(_typed(result, label, doc.field_types.get(label), span))
+            span = Span(
+                text=piece.text,
+                start=start,
+                end=start + len(piece.text),
+                confidence=confidence,
+                margin=min((step_margin(generation, s) for s in piece_steps(piece, token_ends)), default=1.0),
+                retries=retries.get(label, 0),
+            )
+            spans.append(_normalised(span, doc.field_types.get(label)))
         result.fields[label] = spans
+
+
+def value_problem(doc: Document, label: str, text: str) -> tuple[ReviewCode, str] | None:
+    """Why a parsed value cannot become a field, if it cannot: not in the source, or not of its type."""
+    if text not in doc.text:
+        return ReviewCode.NOT_IN_SOURCE, "the value does not occur in the document"
+    kind = doc.field_types.get(label)
+    outcome = normalise(kind, text) if kind is not None else None
+    if isinstance(outcome, Mismatch):
+        return ReviewCode.TYPE_MISMATCH, f"not a {kind}: {outcome.reason}"
+    return None
 
 
 def _gate(result: Extraction, label: str | None, value: str, confidence: float, settings: EngineSettings) -> None:
@@ -154,22 +174,15 @@ def _gate(result: Extraction, label: str | None, value: str, confidence: float, 
         )
 
 
-def _typed(result: Extraction, label: str, kind: FieldType | None, span: Span) -> Span:
-    """The span with its normal form; a grounded value that is not of its label's type stays, for review."""
-    if kind is None:
-        return span
-    outcome = normalise(kind, span.text)
-    if isinstance(outcome, Mismatch):
-        result.reasons.append(
-            ReviewReason(
-                code=ReviewCode.TYPE_MISMATCH, detail=f"not a {kind}: {outcome.reason}", label=label, value=span.text
-            )
-        )
+def _normalised(span: Span, kind: FieldType | None) -> Span:
+    """The span with its normal form when its label is typed and the value reads as that type."""
+    outcome = normalise(kind, span.text) if kind is not None else None
+    if outcome is None or isinstance(outcome, Mismatch):
         return span
     return msgspec.structs.replace(span, normalised=outcome)
 
 
-def _detokenize(token_ids: Sequence[int], decode: Decode) -> tuple[str, list[int]]:
+def detokenize(token_ids: Sequence[int], decode: Decode) -> tuple[str, list[int]]:
     """The generated text and, per token, the character where its text ends.
 
     Decoding growing prefixes (not single tokens) keeps multi-byte characters that span tokens intact.
@@ -178,15 +191,25 @@ def _detokenize(token_ids: Sequence[int], decode: Decode) -> tuple[str, list[int
     return decode(token_ids), ends
 
 
+def piece_steps(piece: Piece, token_ends: Sequence[int]) -> list[int]:
+    """The decode steps whose tokens produced any character of the piece."""
+    return [
+        step
+        for step, (start, end) in enumerate(zip([0, *token_ends], token_ends, strict=False))
+        if start < piece.end and end > piece.start
+    ]
+
+
+def step_margin(generation: Generation, step: int) -> float:
+    """The chosen token's probability minus the best other token's."""
+    chosen = generation.token_ids[step]
+    others = [p for t, p in zip(generation.top_ids[step], generation.top_probs[step], strict=True) if t != chosen]
+    return generation.probs[step] - max(others, default=0.0)
+
+
 def _confidence(piece: Piece, probs: Sequence[float], token_ends: Sequence[int]) -> float:
     """The lowest probability among the tokens that produced any character of the piece."""
-    lowest = 1.0
-    start = 0
-    for prob, end in zip(probs, token_ends, strict=True):
-        if start < piece.end and end > piece.start:
-            lowest = min(lowest, prob)
-        start = end
-    return lowest
+    return min((probs[step] for step in piece_steps(piece, token_ends)), default=1.0)
 
 
 def _alarms(chunk: int, generation: Generation, decode: Decode, settings: EngineSettings) -> list[EntropyAlarm]:

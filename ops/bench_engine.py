@@ -14,13 +14,14 @@ import argparse
 import random
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
 import torch
 
 from model.config import EngineSettings
-from model.engine import sum_timings
+from model.engine import ms_since, sum_timings
 from model.fast import FastEngine
 from model.loading import load_model
 from model.reference import ReferenceEngine
@@ -30,7 +31,7 @@ from ops.samples import sample_documents
 from schemas.decode import decode_document
 from schemas.messages import Document, Timings
 
-STAGES = ("tokenize_ms", "prefill_ms", "decode_ms", "postprocess_ms")
+STAGES = ("tokenize_ms", "prefill_ms", "decode_ms", "constrain_ms", "postprocess_ms")
 
 
 def long_documents(count: int, seed: int, min_chars: int = 300, max_chars: int = 1000) -> list[Document]:
@@ -55,15 +56,34 @@ def _field_set_labels(name: str) -> tuple[str, ...]:
     return FIELD_SETS[name]
 
 
-def run(engine, docs: list[Document], batch: int) -> tuple[list[Extraction], Timings, int, float]:
-    extractions, timings, tokens = [], [], 0
+@dataclass
+class Run:
+    extractions: list[Extraction]
+    timings: Timings
+    tokens: int
+    seconds: float
+    steps: int  # decode steps, each one forward pass of the whole batch
+
+
+def run(engine, docs: list[Document], batch: int) -> Run:
+    extractions, timings, tokens, steps = [], [], 0, 0
     started = time.perf_counter()
     for start in range(0, len(docs), batch):
         result = engine.extract(docs[start : start + batch])
         extractions += result.extractions
         tokens += result.generated_tokens
         timings.append(result.timings)
-    return extractions, sum_timings(timings), tokens, time.perf_counter() - started
+        # One group per batch here (prompts_per_forward covers it): its steps are its longest row's.
+        steps += max(len(t.generation.token_ids) for e in result.extractions for t in e.traces)
+    return Run(extractions, sum_timings(timings), tokens, time.perf_counter() - started, steps)
+
+
+def per_document_index_ms(engine: FastEngine, docs: list[Document]) -> float:
+    """Mean time to build a document's (position, token) matches, paid once per document."""
+    started = time.perf_counter()
+    for doc in docs:
+        engine.constrainer.rows(doc.text, [doc.labels])
+    return ms_since(started) / len(docs)
 
 
 def comparable(extraction: Extraction) -> dict:
@@ -107,13 +127,22 @@ def main() -> None:
         _widen_vocab(directory, args.vocab)
         settings = EngineSettings(path=str(directory), max_new_tokens=args.new_tokens, prompts_per_forward=64)
         loaded = load_model(settings)
-        engines = {"reference": ReferenceEngine(loaded, settings), "fast": FastEngine(loaded, settings)}
+        stepwise = msgspec.structs.replace(settings, copy_draft=False)
+        engines = {
+            "reference": ReferenceEngine(loaded, settings),
+            "fast": FastEngine(loaded, settings),
+            "fast, no drafts": FastEngine(loaded, stepwise),
+            "fast, no drafts, unconstrained": FastEngine(loaded, msgspec.structs.replace(stepwise, constrained=False)),
+        }
         # Warm-up on a slice, so first-call costs (allocation, kernel selection) are not measured.
         for engine in engines.values():
             engine.extract(docs[: min(2, len(docs))])
+            if isinstance(engine, FastEngine):
+                engine.forward_passes = 0
         results = {name: run(engine, docs, args.batch) for name, engine in engines.items()}
+        index_ms = per_document_index_ms(engines["fast"], docs)
 
-    prompts = sum(len(e.fields) for e in results["reference"][0])
+    prompts = sum(len(e.fields) for e in results["reference"].extractions)
     print(f"command: python -m ops.bench_engine {' '.join(_argv(args))}")
     print(
         f"model: random BLOOM hidden {args.hidden} x {args.layers} layers, {args.heads} heads, vocab {args.vocab:,}; "
@@ -121,16 +150,30 @@ def main() -> None:
         f"{args.new_tokens} new tokens per prompt, fp32 on {loaded.device}, {torch.get_num_threads()} threads"
     )
     print(f"fast engine attention: {engines['fast'].info.attention}")
-    print(f"\n| engine | docs/s | tokens/s | {' | '.join(s.removesuffix('_ms') + ' s' for s in STAGES)} | total s |")
-    print("|" + " --- |" * (4 + len(STAGES)))
+    stage_names = " | ".join(s.removesuffix("_ms") + " s" for s in STAGES)
+    print(f"\n| engine | docs/s | tokens/s | forward passes/doc | {stage_names} | total s |")
+    print("|" + " --- |" * (5 + len(STAGES)))
     rates = {}
-    for name, (_, timings, tokens, seconds) in results.items():
-        rates[name] = len(docs) / seconds
-        stages = " | ".join(f"{getattr(timings, s) / 1000:.2f}" for s in STAGES)
-        print(f"| {name} | {rates[name]:.2f} | {tokens / seconds:.0f} | {stages} | {seconds:.2f} |")
-    same = [comparable(a) == comparable(b) for a, b in zip(results["reference"][0], results["fast"][0], strict=True)]
+    for name, r in results.items():
+        rates[name] = len(docs) / r.seconds
+        stages = " | ".join(f"{getattr(r.timings, s) / 1000:.2f}" for s in STAGES)
+        engine = engines[name]
+        shown = f"{engine.forward_passes / len(docs):.1f}" if isinstance(engine, FastEngine) else "-"
+        print(f"| {name} | {rates[name]:.2f} | {r.tokens / r.seconds:.0f} | {shown} | {stages} | {r.seconds:.2f} |")
+    pairs = zip(results["reference"].extractions, results["fast"].extractions, strict=True)
+    same = [comparable(a) == comparable(b) for a, b in pairs]
     print(f"\nspeed-up (docs/s, fast / reference): {rates['fast'] / rates['reference']:.2f}x")
-    print(f"identical outputs: {sum(same)}/{len(same)} documents")
+    print(f"identical outputs (both constrained): {sum(same)}/{len(same)} documents")
+    pairs = zip(results["fast"].extractions, results["fast, no drafts"].extractions, strict=True)
+    drafted = [comparable(a) == comparable(b) for a, b in pairs]
+    print(f"identical outputs (drafts on / off): {sum(drafted)}/{len(drafted)} documents")
+    fast = results["fast, no drafts"]
+    mask_ms = fast.timings.constrain_ms / fast.steps
+    step_ms = (fast.timings.decode_ms - fast.timings.constrain_ms) / fast.steps
+    print(
+        f"grammar mask per decode step (batch {args.batch}, no drafts): {mask_ms:.2f} ms beside {step_ms:.2f} ms "
+        f"for the rest of the step ({100 * mask_ms / step_ms:.1f}%); per-document match index: {index_ms:.1f} ms"
+    )
 
 
 def _widen_vocab(directory: Path, vocab: int) -> None:

@@ -95,6 +95,11 @@ class Span(msgspec.Struct, frozen=True, kw_only=True):
     start: int
     end: int
     confidence: float
+    # Top-1 minus top-2 probability at the value's least certain step: how close greedy came to another value.
+    margin: float
+    # Times the validation loop re-decoded this value before it passed (model/retry.py).
+    retries: int = 0
+    # The value's normal form when its label is typed (model/normalize.py); the text above stays as read.
     normalised: Normalised | None = None
 
 
@@ -143,6 +148,8 @@ class Timings(msgspec.Struct, kw_only=True):
     tokenize_ms: float = 0.0
     prefill_ms: float = 0.0
     decode_ms: float = 0.0
+    # The part of decode_ms spent on the answer grammar's masks (model/constraints.py).
+    constrain_ms: float = 0.0
     postprocess_ms: float = 0.0
 
 

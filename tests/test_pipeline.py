@@ -88,7 +88,8 @@ def test_confident_grounded_extraction_goes_to_fields(reference_engine, engine_s
     document = decode_document(msgspec.json.encode(doc), 1 << 20)
     label = document.labels[0]
     extraction = Extraction(
-        doc_id=document.doc_id, fields={label: [Span(text=document.text[:2], start=0, end=2, confidence=0.99)]}
+        doc_id=document.doc_id,
+        fields={label: [Span(text=document.text[:2], start=0, end=2, confidence=0.99, margin=0.98)]},
     )
     processing = msgspec.json.decode(
         b'{"worker_id":"w","source_topic":"raw","partition":0,"offset":1,"received_at":"2026-12-02T00:00:00Z",'

@@ -1,0 +1,232 @@
+"""The answer grammar (model/grammar.py) as a mask over the vocabulary, for greedy decoding in batches.
+
+Per row, a small state machine on the CPU decides *which kind* of token may come next; the vocabulary-
+wide part is tensor work on the logits' device:
+
+- inside a value: the tokens whose bytes occur in the source right where the value so far may end,
+  gathered from one (position, token) match list per document, built once;
+- where a value may start (after `label: ` or a tab, possibly inside the same token, as BPE glues the
+  space to the value): one token set per head (` `, `: `, `\\t`, ...) and document, built once;
+- everything else (labels, `: `, `None`, tab, newline) is a short walk of the literal bytes, cached.
+
+Tokens that would run from a value into what follows it (`value\\n`) are not allowed: every byte has a
+token of its own, so this never leaves a row without a legal token.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from model.field_types import FieldType
+from model.grammar import Config, Grammar, Source, Value, ValueStart
+from model.token_bytes import TokenBytes
+
+# Up to this many end positions, a value's continuations are sliced per position, else gathered.
+FEW_ENDS = 32
+
+
+class SourceIndex:
+    """Where every token's bytes occur in one document: built once, queried every step."""
+
+    def __init__(self, text: str, vocab: TokenBytes, device: torch.device) -> None:
+        self.source = Source(text)
+        self.vocab = vocab
+        self.device = device
+        matches = vocab.tokens_at(self.source.data, range(len(self.source.data)))
+        # Matches come sorted by position: the tokens at position p are match_tok[first[p]:first[p + 1]].
+        self.match_pos = torch.tensor([p for p, _ in matches], dtype=torch.long, device=device)
+        self.match_tok = torch.tensor([t for _, t in matches], dtype=torch.long, device=device)
+        self.first = [0] * (len(self.source.data) + 2)
+        for p, _ in matches:
+            self.first[p + 1] += 1
+        for p in range(1, len(self.first)):
+            self.first[p] += self.first[p - 1]
+        self._entries: dict[bytes, torch.Tensor] = {}
+
+    def continuations(self, ends: frozenset[int] | Sequence[int]) -> torch.Tensor:
+        """Tokens whose bytes occur in the source at one of `ends` (an id may repeat)."""
+        if len(ends) <= FEW_ENDS:
+            # Inside a value few positions remain: slices beat a gather over every match.
+            return torch.cat([self.match_tok[self.first[e] : self.first[e + 1]] for e in ends] or [self.match_tok[:0]])
+        at = torch.zeros(len(self.source.data) + 1, dtype=torch.bool, device=self.device)
+        at[torch.tensor(list(ends), dtype=torch.long, device=self.device)] = True
+        return self.match_tok[at[self.match_pos]]
+
+    def entries(self, head: bytes) -> torch.Tensor:
+        """Tokens made of `head` and then the start of a value."""
+        if head not in self._entries:
+            if head:
+                found = self.vocab.tokens_at(self.source.data, self.source.starts, head)
+                ids = torch.tensor(sorted({t for _, t in found}), dtype=torch.long, device=self.device)
+            else:
+                ids = self.continuations(self.source.starts)
+            self._entries[head] = ids
+        return self._entries[head]
+
+
+@dataclass
+class LiteralOptions:
+    tokens: torch.Tensor
+    heads: list[tuple[bytes, int]]  # (bytes before a value starts inside the token, label)
+    end: bool
+
+
+class RowConstraint:
+    """One prompt's grammar state, fed the tokens chosen for its row."""
+
+    def __init__(self, grammar: Grammar, index: SourceIndex, eos_id: int) -> None:
+        self.grammar = grammar
+        self.index = index
+        self.vocab = index.vocab
+        self.eos_id = eos_id
+        self.configs: frozenset[Config] = grammar.initial()
+        self.ended = False
+        self._literal: dict[frozenset, LiteralOptions] = {}
+        self._typed_entries: dict[tuple[bytes, int], torch.Tensor] = {}
+
+    def allowed(self, configs: frozenset[Config] | None = None) -> torch.Tensor:
+        """Token ids legal as the next token (end-of-sequence included when it is), from the row's
+        state or from `configs` (a state looked ahead to)."""
+        eos = torch.tensor([self.eos_id], dtype=torch.long, device=self.index.device)
+        if configs is None:
+            if self.ended:
+                return eos
+            configs = self.configs
+        if not configs:
+            return eos
+        literal = self.literal_options(configs)
+        parts = [literal.tokens]
+        for head, label in literal.heads:
+            parts.append(self._entries(head, label))
+        for c in configs:
+            if isinstance(c, Value):
+                parts.append(self._typed(self.index.continuations(c.ends), c.label, c.text))
+            elif isinstance(c, ValueStart):
+                parts.append(self._entries(b"", c.label))
+        if literal.end:
+            parts.append(eos)
+        allowed = torch.cat(parts)
+        return allowed if allowed.numel() else eos
+
+    def advance(self, token_id: int) -> None:
+        if self.ended:
+            return
+        if token_id == self.eos_id:
+            self.ended = True
+            return
+        self.configs = self.after(self.configs, token_id)
+
+    def after(self, configs: frozenset[Config], token_id: int) -> frozenset[Config]:
+        """The state `configs` leads to by `token_id` (not end-of-sequence)."""
+        data = self.vocab.by_id[token_id] if token_id < len(self.vocab.by_id) else None
+        return self.grammar.advance(configs, data) if data else frozenset()
+
+    def literal_options(self, configs: frozenset[Config]) -> LiteralOptions:
+        key = frozenset(_literal_key(c, self.grammar) for c in configs)
+        if key not in self._literal:
+            self._literal[key] = self._walk_literals(configs)
+        return self._literal[key]
+
+    def _walk_literals(self, configs: frozenset[Config]) -> LiteralOptions:
+        """Breadth-first over the literal bytes, as deep as some token still starts with them."""
+        tokens: set[int] = set()
+        heads: set[tuple[bytes, int]] = set()
+        frontier: list[tuple[bytes, Config]] = [(b"", c) for c in configs]
+        while frontier:
+            head, c = frontier.pop()
+            if head and isinstance(c, ValueStart):
+                heads.add((head, c.label))
+            for b in self.grammar.literal_bytes(c):
+                longer = head + bytes([b])
+                if not self.vocab.starts_some_token(longer):
+                    continue
+                # A value's own bytes are the entry sets' business, not the literal walk's.
+                following = [n for n in self.grammar.step(c, b) if not isinstance(n, Value)]
+                if following:
+                    tokens.update(self.vocab.ids.get(longer, ()))
+                frontier.extend((longer, n) for n in following)
+        ids = torch.tensor(sorted(tokens), dtype=torch.long, device=self.index.device)
+        return LiteralOptions(ids, sorted(heads), self.grammar.accepts_end(configs))
+
+    def _entries(self, head: bytes, label: int) -> torch.Tensor:
+        key = (head, label)
+        if key not in self._typed_entries:
+            self._typed_entries[key] = self._typed(self.index.entries(head), label, b"", len(head))
+        return self._typed_entries[key]
+
+    def _typed(self, ids: torch.Tensor, label: int, text: bytes, skip: int = 0) -> torch.Tensor:
+        """`ids` less the tokens that would take a typed value off every viable prefix."""
+        if self.grammar.types[label] is None:
+            return ids
+        by_id = self.vocab.by_id
+        keep = [t for t in ids.tolist() if self.grammar.viable(label, text + by_id[t][skip:])]
+        return torch.tensor(keep, dtype=torch.long, device=ids.device)
+
+
+def _literal_key(c: Config, grammar: Grammar) -> object:
+    """What the literal walk depends on: a value's end positions matter only as 'may it end here'."""
+    if isinstance(c, Value):
+        return ("value", c.answered, c.label, grammar.source.can_end(c.ends))
+    return c
+
+
+# Below this many legal ids (duplicates included) a row may be forced; above, it is not worth a check.
+FEW = 8
+
+
+class BatchConstraint:
+    """Masks a batch's logits to its rows' grammars; rows without one (padding) are left free."""
+
+    def __init__(self, rows: Sequence[RowConstraint | None]) -> None:
+        self.rows = list(rows)
+        # Host time spent masking and advancing (on a GPU, kernel time only where the host waits).
+        self.seconds = 0.0
+
+    def apply(self, logits: torch.Tensor, active: Sequence[bool] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The masked logits, and per row whether exactly one token was legal (a forced step).
+        Rows not `active` (their step is not taken, as a rejected draft's) are left unmasked."""
+        started = time.perf_counter()
+        masked_rows = [row is not None and (active is None or active[r]) for r, row in enumerate(self.rows)]
+        free = [r for r, masked in enumerate(masked_rows) if not masked]
+        free += list(range(len(self.rows), logits.shape[0]))
+        picked = [(r, row.allowed()) for r, row in enumerate(self.rows) if masked_rows[r]]
+        # Copy the legal logits into a row of -inf rather than mask the whole [B, V] tensor: a
+        # vocabulary-wide reduction or masked_fill per step costs more than all the rest.
+        masked = torch.full_like(logits, float("-inf"))
+        if free:
+            masked[free] = logits[free]
+        forced = [False] * logits.shape[0]
+        if picked:
+            rows = torch.cat([torch.full_like(ids, r) for r, ids in picked])
+            ids = torch.cat([ids for _, ids in picked])
+            masked[rows, ids] = logits[rows, ids]
+            for r, row_ids in picked:
+                forced[r] = row_ids.numel() == 1 or (row_ids.numel() <= FEW and row_ids.unique().numel() == 1)
+        self.seconds += time.perf_counter() - started
+        return masked, torch.tensor(forced, device=logits.device)
+
+    def advance(self, chosen: torch.Tensor, active: Sequence[bool] | None = None) -> None:
+        started = time.perf_counter()
+        for r, (row, token_id) in enumerate(zip(self.rows, chosen.tolist(), strict=False)):
+            if row is not None and (active is None or active[r]):
+                row.advance(token_id)
+        self.seconds += time.perf_counter() - started
+
+
+class Constrainer:
+    """Builds row constraints for an engine: the vocabulary's bytes once, each document's index once."""
+
+    def __init__(self, vocab: TokenBytes, eos_id: int, device: torch.device) -> None:
+        self.vocab = vocab
+        self.eos_id = eos_id
+        self.device = device
+
+    def rows(
+        self, text: str, chunks: Sequence[tuple[str, ...]], types: Mapping[str, FieldType] | None = None
+    ) -> list[RowConstraint]:
+        index = SourceIndex(text, self.vocab, self.device)
+        return [RowConstraint(Grammar(index.source, chunk, types), index, self.eos_id) for chunk in chunks]

@@ -1,0 +1,179 @@
+"""SeqGPT's answer format as a byte automaton: what `model/parse.py` reads and `format_extraction` writes.
+
+    answer := line ("\n" line)* EOS        one line per requested label, each label once
+    line   := label ": " ("None" | value ("\t" value)*)
+    value  := a non-empty run of the source's bytes, no tab or newline, starting on a character
+              that is not blank and ending on a character boundary
+
+Nondeterministic on purpose: "N" after ": " may start `None` or a value that starts with N; a label
+may be a prefix of another. A state is the set of configurations still possible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from model.field_types import FieldType, viable_prefix
+from model.token_bytes import VALUE_BREAKS
+
+NONE_WORD = b"None"
+LABEL_SEPARATOR = b": "
+TAB, NEWLINE = 9, 10
+_BLANKS = frozenset(b" \r")
+_IDEOGRAPHIC_SPACE = "\u3000".encode()
+
+
+@dataclass(frozen=True)
+class Line:
+    """Inside a line's `label: ` head; `answered` is a bitmask over the chunk's labels."""
+
+    answered: int
+    prefix: bytes
+
+
+@dataclass(frozen=True)
+class ValueStart:
+    answered: int
+    label: int
+    first: bool  # the line's first value: `None` is still possible
+
+
+@dataclass(frozen=True)
+class Value:
+    answered: int
+    label: int
+    ends: frozenset[int]  # source byte positions where the value so far may end
+    text: bytes
+
+
+@dataclass(frozen=True)
+class NoneWord:
+    answered: int
+    consumed: int
+
+
+@dataclass(frozen=True)
+class LineEnd:
+    answered: int
+
+
+Config = Line | ValueStart | Value | NoneWord | LineEnd
+
+
+class Source:
+    """A document's text as bytes, with where values may start (indexed by first byte)."""
+
+    def __init__(self, text: str) -> None:
+        self.data = text.encode()
+        self.starts = [p for p in range(len(self.data)) if self._may_start(p)]
+        self.starts_by_byte: dict[int, list[int]] = {}
+        for p in self.starts:
+            self.starts_by_byte.setdefault(self.data[p], []).append(p)
+
+    def _may_start(self, p: int) -> bool:
+        b = self.data[p]
+        return (
+            self.is_boundary(p)
+            and b not in VALUE_BREAKS
+            and b not in _BLANKS
+            and not self.data.startswith(_IDEOGRAPHIC_SPACE, p)
+        )
+
+    def is_boundary(self, p: int) -> bool:
+        return p == len(self.data) or self.data[p] & 0xC0 != 0x80
+
+    def can_end(self, ends: frozenset[int]) -> bool:
+        return any(self.is_boundary(e) for e in ends)
+
+
+class Grammar:
+    """The automaton of one prompt: its chunk's labels over one document's source."""
+
+    def __init__(self, source: Source, labels: tuple[str, ...], types: Mapping[str, FieldType] | None = None) -> None:
+        self.source = source
+        self.heads = [label.encode() + LABEL_SEPARATOR for label in labels]
+        self.complete = (1 << len(labels)) - 1
+        types = types or {}
+        self.types: list[FieldType | None] = [
+            types.get(label) if types.get(label) not in (None, "text") else None for label in labels
+        ]
+
+    def initial(self) -> frozenset[Config]:
+        return frozenset({Line(0, b"")})
+
+    def accepts_end(self, configs: frozenset[Config]) -> bool:
+        """End-of-sequence: every label answered and its line complete."""
+        for c in configs:
+            if isinstance(c, LineEnd) and c.answered == self.complete:
+                return True
+            if isinstance(c, Value) and c.answered == self.complete and self.source.can_end(c.ends):
+                return True
+        return False
+
+    def advance(self, configs: frozenset[Config], data: bytes) -> frozenset[Config]:
+        for b in data:
+            configs = frozenset(n for c in configs for n in self.step(c, b))
+            if not configs:
+                break
+        return configs
+
+    def viable(self, label: int, text: bytes) -> bool:
+        kind = self.types[label]
+        # A cut multi-byte character says nothing yet about the type.
+        return kind is None or viable_prefix(kind, text.decode(errors="ignore"))
+
+    def step(self, c: Config, b: int) -> list[Config]:
+        if isinstance(c, Line):
+            prefix = c.prefix + bytes([b])
+            found: set[Config] = set()
+            for i, head in enumerate(self.heads):
+                if c.answered >> i & 1 or not head.startswith(prefix):
+                    continue
+                found.add(ValueStart(c.answered | 1 << i, i, True) if head == prefix else Line(c.answered, prefix))
+            return list(found)
+        if isinstance(c, ValueStart):
+            found = []
+            starts = self.source.starts_by_byte.get(b)
+            if starts and self.viable(c.label, bytes([b])):
+                found.append(Value(c.answered, c.label, frozenset(p + 1 for p in starts), bytes([b])))
+            if c.first and b == NONE_WORD[0]:
+                found.append(NoneWord(c.answered, 1))
+            return found
+        if isinstance(c, Value):
+            if b in VALUE_BREAKS:
+                if not self.source.can_end(c.ends):
+                    return []
+                if b == TAB:
+                    return [ValueStart(c.answered, c.label, False)]
+                return [Line(c.answered, b"")] if c.answered != self.complete else []
+            data = self.source.data
+            ends = frozenset(e + 1 for e in c.ends if e < len(data) and data[e] == b)
+            text = c.text + bytes([b])
+            return [Value(c.answered, c.label, ends, text)] if ends and self.viable(c.label, text) else []
+        if isinstance(c, NoneWord):
+            if b != NONE_WORD[c.consumed]:
+                return []
+            return [LineEnd(c.answered) if c.consumed + 1 == len(NONE_WORD) else NoneWord(c.answered, c.consumed + 1)]
+        if b == NEWLINE and c.answered != self.complete:
+            return [Line(c.answered, b"")]
+        return []
+
+    def literal_bytes(self, c: Config) -> list[int]:
+        """The bytes that may follow `c` other than a value's own bytes (those come from the source)."""
+        if isinstance(c, Line):
+            n = len(c.prefix)
+            return sorted(
+                {
+                    h[n]
+                    for i, h in enumerate(self.heads)
+                    if not c.answered >> i & 1 and len(h) > n and h.startswith(c.prefix)
+                }
+            )
+        if isinstance(c, ValueStart):
+            return [NONE_WORD[0]] if c.first else []
+        if isinstance(c, Value):
+            return [TAB, NEWLINE] if self.source.can_end(c.ends) else []
+        if isinstance(c, NoneWord):
+            return [NONE_WORD[c.consumed]]
+        return [NEWLINE]

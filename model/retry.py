@@ -1,0 +1,164 @@
+"""The validation loop: a value that fails its checks is decoded again from where it went wrong.
+
+Where it went wrong = the value's least certain step (smallest top-1 minus top-2 margin). There the
+next-best legal token replaces the greedy one and decoding goes on greedily, at most
+`RETRIES_PER_VALUE` times per value, each from the first generation. Deterministic: the same
+generation always gives the same alternatives in the same order. A value still failing keeps the
+first generation's text and goes to review with its reason (model/validate.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from model.constraints import RowConstraint
+from model.parse import parse_extraction
+from model.signals import Generation
+from model.validate import Decode, detokenize, piece_steps, step_margin, value_problem
+from schemas.messages import Document
+
+RETRIES_PER_VALUE = 3
+
+
+@dataclass
+class Continuation:
+    """Greedy decoding of `prompt` + `prefix` onwards, `row` already fed `prefix`."""
+
+    prompt: list[int]
+    prefix: list[int]
+    row: RowConstraint | None
+    max_new_tokens: int
+
+
+ContinueGreedy = Callable[[list[Continuation]], list[Generation]]
+# A fresh grammar state for (document, chunk), or None where decoding is not constrained.
+RowFor = Callable[[int, int], RowConstraint | None]
+
+
+@dataclass
+class Revisit:
+    doc: int
+    chunk: int
+    label: str
+    step: int
+    alternatives: list[int]
+    base: Generation  # the generation the alternatives come from
+    attempts: int = 0
+
+
+@dataclass
+class ChunkState:
+    generation: Generation
+    retries: dict[str, int] = field(default_factory=dict)
+
+
+def first_failure(doc: Document, labels: Sequence[str], generation: Generation, decode: Decode, skip: set[str]):
+    """(label, step) of the earliest failing value of a label not in `skip`, or None."""
+    output, ends = detokenize(generation.token_ids, decode)
+    answer = parse_extraction(output, labels, doc.text.__contains__)
+    failing = []
+    for label, pieces in answer.values.items():
+        if label in skip:
+            continue
+        for piece in pieces:
+            steps = piece_steps(piece, ends)
+            # A value cut by the token limit would be cut again: only the limit can fix it.
+            cut_off = not generation.finished and piece.end == len(output.rstrip())
+            if steps and not cut_off and value_problem(doc, label, piece.text) is not None:
+                failing.append((min(steps), label, min(steps, key=lambda s: step_margin(generation, s))))
+                break
+    return min(failing)[1:] if failing else None
+
+
+def alternatives(generation: Generation, step: int) -> list[int]:
+    """The legal tokens at `step` other than the greedy one, best first (a masked token has p = 0)."""
+    chosen = generation.token_ids[step]
+    ranked = zip(generation.top_ids[step], generation.top_probs[step], strict=True)
+    return [t for t, p in ranked if t != chosen and p > 0][:RETRIES_PER_VALUE]
+
+
+def splice(base: Generation, step: int, token: int, rest: Generation) -> Generation:
+    """`base` up to `step`, `token` chosen at `step` (with that step's signals), then `rest`."""
+    prob = dict(zip(base.top_ids[step], base.top_probs[step], strict=True))[token]
+
+    def flags(kept: list[bool], new: list[bool]) -> list[bool]:
+        return [*kept[:step], False, *new] if kept else []
+
+    return Generation(
+        token_ids=[*base.token_ids[:step], token, *rest.token_ids],
+        probs=[*base.probs[:step], prob, *rest.probs],
+        entropies=[*base.entropies[: step + 1], *rest.entropies],
+        top_ids=[*base.top_ids[: step + 1], *rest.top_ids],
+        top_probs=[*base.top_probs[: step + 1], *rest.top_probs],
+        finished=rest.finished,
+        forced=flags(base.forced, rest.forced),
+        drafted=flags(base.drafted, rest.drafted),
+    )
+
+
+def revisit(
+    docs: Sequence[Document],
+    chunks: Sequence[Sequence[tuple[str, ...]]],
+    prompts: Sequence[Sequence[list[int]]],
+    generations: list[list[Generation]],
+    decode: Decode,
+    row_for: RowFor,
+    continue_greedy: ContinueGreedy,
+    max_new_tokens: int,
+) -> list[list[dict[str, int]]]:
+    """Re-decode failing values in place in `generations`; returns the retries per doc, chunk and label."""
+    states = [[ChunkState(g) for g in doc_generations] for doc_generations in generations]
+    open_: list[Revisit] = []
+    for d, doc in enumerate(docs):
+        if doc.task != "extract":
+            continue
+        for c in range(len(chunks[d])):
+            open_ += _next_revisit(docs, chunks, states, d, c, decode)
+    while open_:
+        requests, tried = [], []
+        for r in open_:
+            token = r.alternatives[r.attempts]
+            r.attempts += 1
+            row = row_for(r.doc, r.chunk)
+            prefix = [*r.base.token_ids[: r.step], token]
+            if row is not None:
+                for t in prefix:
+                    row.advance(t)
+            requests.append(Continuation(prompts[r.doc][r.chunk], prefix, row, max_new_tokens - len(prefix)))
+            tried.append((r, token))
+        still_open = []
+        for (r, token), rest in zip(tried, continue_greedy(requests), strict=True):
+            state = states[r.doc][r.chunk]
+            candidate = splice(r.base, r.step, token, rest)
+            fixed = not _label_fails(docs[r.doc], chunks[r.doc][r.chunk], candidate, decode, r.label)
+            state.retries[r.label] = r.attempts
+            if fixed:
+                state.generation = candidate
+            if fixed or r.attempts == len(r.alternatives):
+                still_open += _next_revisit(docs, chunks, states, r.doc, r.chunk, decode)
+            else:
+                still_open.append(r)
+        open_ = still_open
+    for d, doc_states in enumerate(states):
+        generations[d] = [s.generation for s in doc_states]
+    return [[s.retries for s in doc_states] for doc_states in states]
+
+
+def _next_revisit(docs, chunks, states, d: int, c: int, decode: Decode) -> list[Revisit]:
+    state = states[d][c]
+    found = first_failure(docs[d], chunks[d][c], state.generation, decode, set(state.retries))
+    if found is None:
+        return []
+    label, step = found
+    options = alternatives(state.generation, step)
+    if not options:
+        state.retries[label] = 0
+        return _next_revisit(docs, chunks, states, d, c, decode)
+    return [Revisit(d, c, label, step, options, state.generation)]
+
+
+def _label_fails(doc: Document, labels: Sequence[str], generation: Generation, decode: Decode, label: str) -> bool:
+    output, _ = detokenize(generation.token_ids, decode)
+    answer = parse_extraction(output, labels, doc.text.__contains__)
+    return label not in answer.values or any(value_problem(doc, label, p.text) for p in answer.values[label])

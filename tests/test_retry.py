@@ -1,0 +1,104 @@
+"""The validation loop (model/retry.py): failing values are re-decoded from their least certain step,
+at most three times each, deterministically, and what still fails goes to review with its reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from model.config import EngineSettings
+from model.fast import FastEngine
+from model.field_types import FieldType, matches
+from model.loading import load_model
+from model.reference import ReferenceEngine
+from model.retry import RETRIES_PER_VALUE
+from model.signals import Generation
+from model.validate import Extraction
+from ops.corpus import generate_corpus
+from schemas.messages import Document, ReviewCode
+
+
+class TypedDocument(Document, frozen=True, kw_only=True):
+    """Stands in for `Document.field_types`, which ingestion will fill (issue 4, another branch)."""
+
+    field_types: dict[str, FieldType] = msgspec.field(default_factory=dict)
+
+
+@pytest.fixture(scope="module")
+def memorised(memorised_model_dir: Path):
+    settings = EngineSettings(path=str(memorised_model_dir), max_new_tokens=160)
+    return load_model(settings), settings
+
+
+def unseen_documents() -> list[Document]:
+    return [
+        Document(doc_id=g.doc_id, text=g.text, task="extract", labels=tuple(g.values()))
+        for g in generate_corpus(4, seed=99, brief=True)
+    ]
+
+
+def record(extraction: Extraction) -> bytes:
+    return msgspec.json.encode(
+        {"fields": extraction.fields, "reasons": extraction.reasons, "retries": extraction.retries}
+    )
+
+
+def retried_reasons(extraction: Extraction) -> list[str]:
+    return [r.detail for r in extraction.reasons if "re-decodes" in r.detail]
+
+
+def test_invented_values_are_re_decoded_and_the_rest_reviewed(memorised) -> None:
+    loaded, settings = memorised
+    engine = FastEngine(loaded, msgspec.structs.replace(settings, constrained=False))
+    docs = unseen_documents()
+    extractions = engine.extract(docs).extractions
+    assert sum(e.retries for e in extractions) > 0
+    for e, doc in zip(extractions, docs, strict=True):
+        spans = [s for spans in e.fields.values() for s in spans]
+        assert all(doc.text[s.start : s.end] == s.text and 0 <= s.retries <= RETRIES_PER_VALUE for s in spans)
+        for r in e.reasons:
+            if r.code == ReviewCode.NOT_IN_SOURCE:
+                assert "re-decodes" in r.detail or r.label is None
+        assert e.retries <= RETRIES_PER_VALUE * len(doc.labels)
+    assert [record(e) for e in engine.extract(docs).extractions] == [record(e) for e in extractions]
+    # The reference engine runs the same loop on the same generations.
+    reference = ReferenceEngine(loaded, msgspec.structs.replace(settings, constrained=False))
+    assert [e.retries for e in reference.extract(docs).extractions] == [e.retries for e in extractions]
+
+
+def test_typed_values_that_fail_their_type_are_retried(memorised) -> None:
+    loaded, settings = memorised
+    engine = FastEngine(loaded, settings)
+    docs = [
+        TypedDocument(
+            doc_id=d.doc_id,
+            text=d.text + " 电话13800138000，备用电话1380013。",
+            task="extract",
+            labels=(*d.labels[:3], "电话"),
+            field_types={"电话": "phone"},
+        )
+        for d in unseen_documents()
+    ]
+    extractions = engine.extract(docs).extractions
+    for e in extractions:
+        assert all(matches("phone", s.text) for s in e.fields.get("电话", []))
+        for r in e.reasons:
+            if r.label == "电话" and r.code == ReviewCode.MALFORMED_OUTPUT:
+                assert "phone" in r.detail
+    assert [record(e) for e in engine.extract(docs).extractions] == [record(e) for e in extractions]
+
+
+def test_margin_is_the_least_certain_steps_gap(memorised) -> None:
+    loaded, settings = memorised
+    engine = FastEngine(loaded, settings)
+    from tests.conftest import memorised_documents
+
+    g = memorised_documents()[0]
+    [e] = engine.extract([Document(doc_id="m", text=g.text, task="extract", labels=tuple(g.values()))]).extractions
+    spans = [s for spans in e.fields.values() for s in spans]
+    assert spans and all(0 <= s.margin <= s.confidence <= 1 for s in spans)
+    generation: Generation = e.traces[0].generation
+    gaps = [p - sorted(top)[-2] for p, top in zip(generation.probs, generation.top_probs, strict=True)]
+    assert min(s.margin for s in spans) >= min(gaps) - 1e-9
