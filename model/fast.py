@@ -84,6 +84,7 @@ class FastEngine:
         if compile_decode is None:
             compile_decode = settings.compile == "on" or (settings.compile == "auto" and self.device.type == "cuda")
         self.compiled = compile_decode
+        self.drafts = settings.copy_draft == "on" or (settings.copy_draft == "auto" and self.device.type == "cuda")
         step = make_decode_one_token(self.attend)
         if self.compiled:
             # One graph per (batch, length) bucket; CUDA graphs remove the per-step launch overhead.
@@ -224,7 +225,7 @@ class FastEngine:
         if any(d.constraints for d in docs):
             constraint = BatchConstraint([c for d in docs for c in (d.constraints or [None] * len(d.prompts))])
         self.forward_passes += len(logits) - 1 + (1 if any(d.shared for d in docs) else 0)
-        if self.settings.copy_draft and observe is None:
+        if self.drafts and observe is None:
             steps, passes = decode_with_drafts(
                 self.model,
                 self.attend,

@@ -14,6 +14,7 @@ from schemas.field_sets import FieldType
 ID_CARD = re.compile(r"[0-9]{17}[0-9X]")
 EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+")
 _EMAIL_CHARS = re.compile(r"[A-Za-z0-9._%+@-]*")
+_PHONE_CHARS = re.compile(r"[0-9+()\-. ]*(?:(?:转|分机?|e|ex|ext\.?|x)\s*[0-9]*)?", re.IGNORECASE)
 # ISO 7064 MOD 11-2 weights of the first 17 digits, and the check character per remainder.
 _WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 _CHECK = "10X98765432"
@@ -56,13 +57,9 @@ def viable_prefix(kind: FieldType, prefix: str) -> bool:
     """Whether `prefix` can still grow into a valid value: called per decode step, so only cheap checks."""
     folded = fold_width(prefix)
     if kind == "phone":
-        return (
-            len(folded) <= 11
-            and folded.isascii()
-            and (folded == "" or folded.isdigit())
-            and folded[:1] in ("", "1")
-            and (len(folded) < 2 or folded[1] in "3456789")
-        )
+        # Every spelling parse_phone reads (spaces, dashes, +86, area codes in brackets, extensions):
+        # a mobile-only prefix check cut `135 1234 5678` off at `135`.
+        return len(folded) <= 32 and _PHONE_CHARS.fullmatch(folded) is not None
     if kind == "id_card":
         head, tail = folded[:17], folded[17:]
         return (

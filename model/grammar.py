@@ -66,6 +66,7 @@ class Source:
 
     def __init__(self, text: str) -> None:
         self.data = text.encode()
+        self._completions: dict[bytes, list[str]] = {}
         self.starts = [p for p in range(len(self.data)) if self._may_start(p)]
         self.starts_by_byte: dict[int, list[int]] = {}
         for p in self.starts:
@@ -79,6 +80,12 @@ class Source:
             and b not in _BLANKS
             and not self.data.startswith(_IDEOGRAPHIC_SPACE, p)
         )
+
+    def characters_starting(self, cut: bytes) -> list[str]:
+        """The source's characters whose encoding starts with `cut` (the bytes of a cut character)."""
+        if cut not in self._completions:
+            self._completions[cut] = sorted(ch for ch in set(self.data.decode()) if ch.encode().startswith(cut))
+        return self._completions[cut]
 
     def is_boundary(self, p: int) -> bool:
         return p == len(self.data) or self.data[p] & 0xC0 != 0x80
@@ -120,8 +127,14 @@ class Grammar:
 
     def viable(self, label: int, text: bytes) -> bool:
         kind = self.types[label]
-        # A cut multi-byte character says nothing yet about the type.
-        return kind is None or viable_prefix(kind, text.decode(errors="ignore"))
+        if kind is None:
+            return True
+        whole, cut = _cut_character(text)
+        if not cut:
+            return viable_prefix(kind, whole.decode())
+        # A cut character is judged by what it can still become, a character of the source: judging it
+        # as nothing let a phone value start on half of 招 and end the row with no legal token.
+        return any(viable_prefix(kind, whole.decode() + ch) for ch in self.source.characters_starting(cut))
 
     def step(self, c: Config, b: int) -> list[Config]:
         if isinstance(c, Line):
@@ -177,3 +190,15 @@ class Grammar:
         if isinstance(c, NoneWord):
             return [NONE_WORD[c.consumed]]
         return [NEWLINE]
+
+
+def _cut_character(text: bytes) -> tuple[bytes, bytes]:
+    """`text` split before a trailing, incomplete UTF-8 character (empty when there is none)."""
+    lead = len(text) - 1
+    while lead >= 0 and text[lead] & 0xC0 == 0x80:
+        lead -= 1
+    if lead < 0:
+        return b"", text
+    first = text[lead]
+    size = 1 if first < 0x80 else 2 if first < 0xE0 else 3 if first < 0xF0 else 4
+    return (text, b"") if len(text) - lead >= size else (text[:lead], text[lead:])

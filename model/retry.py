@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from model.constraints import RowConstraint
 from model.parse import parse_extraction
 from model.signals import Generation
-from model.validate import Decode, detokenize, piece_steps, step_margin, value_problem
+from model.validate import Decode, cut_off, detokenize, piece_steps, step_margin, value_problem
 from schemas.messages import Document
 
 RETRIES_PER_VALUE = 3
@@ -64,8 +64,7 @@ def first_failure(doc: Document, labels: Sequence[str], generation: Generation, 
         for piece in pieces:
             steps = piece_steps(piece, ends)
             # A value cut by the token limit would be cut again: only the limit can fix it.
-            cut_off = not generation.finished and piece.end == len(output.rstrip())
-            if steps and not cut_off and value_problem(doc, label, piece.text) is not None:
+            if steps and not cut_off(generation, piece, output) and value_problem(doc, label, piece.text) is not None:
                 failing.append((min(steps), label, min(steps, key=lambda s: step_margin(generation, s))))
                 break
     return min(failing)[1:] if failing else None

@@ -77,7 +77,7 @@ def interpret(
         else:
             answer = parse_extraction(output, labels, doc.text.__contains__)
         chunk_retries = retries[chunk_index] if retries else {}
-        _collect(result, doc, labels, answer, generation, token_ends, settings, chunk_retries)
+        _collect(result, doc, labels, answer, generation, output, token_ends, settings, chunk_retries)
         if not generation.finished:
             result.reasons.append(
                 ReviewReason(
@@ -105,6 +105,7 @@ def _collect(
     labels: Sequence[str],
     answer: ParsedAnswer,
     generation: Generation,
+    output: str,
     token_ends: list[int],
     settings: EngineSettings,
     retries: Mapping[str, int],
@@ -128,6 +129,10 @@ def _collect(
             )
         spans = []
         for piece in answer.values.get(label, []):
+            if cut_off(generation, piece, output):
+                # Unfinished, not invented: possibly cut inside a character. The chunk's
+                # incomplete_output reason covers it; it must not read as a hallucination.
+                continue
             problem = value_problem(doc, label, piece.text)
             if problem is not None:
                 code, detail = problem
@@ -149,6 +154,11 @@ def _collect(
             )
             spans.append(_normalised(span, doc.field_types.get(label)))
         result.fields[label] = spans
+
+
+def cut_off(generation: Generation, piece: Piece, output: str) -> bool:
+    """Whether the piece is the answer's last text and the generation stopped at its token limit."""
+    return not generation.finished and piece.end == len(output.rstrip())
 
 
 def value_problem(doc: Document, label: str, text: str) -> tuple[ReviewCode, str] | None:

@@ -58,7 +58,7 @@ def main() -> None:
         print("| --- | ---: | ---: | ---: | ---: |")
         outputs = {}
         for draft in (False, True):
-            engine = FastEngine(loaded, msgspec.structs.replace(settings, copy_draft=draft))
+            engine = FastEngine(loaded, msgspec.structs.replace(settings, copy_draft="on" if draft else "off"))
             engine.extract(docs[:2])
             engine.forward_passes = 0
             started = time.perf_counter()

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from model.config import EngineSettings
 from model.constraints import BatchConstraint, Constrainer
 from model.fast import FastEngine
+from model.grammar import Grammar, Source
 from model.loading import load_model
 from model.parse import parse_extraction
 from model.reference import ReferenceEngine
@@ -52,7 +53,8 @@ def document(text: str, labels: tuple[str, ...], doc_id: str = "d") -> Document:
 
 def partial_line_problems(line: str, labels: tuple[str, ...], text: str) -> list[str]:
     """A line cut by the token limit must still be the start of a valid line."""
-    if any(f"{label}: ".startswith(line) for label in labels):
+    # Cut inside a label's character, the line ends in a replacement character.
+    if any(f"{label}: ".startswith(line.rstrip("\ufffd")) for label in labels):
         return []
     label = next((label for label in labels if line.startswith(f"{label}: ")), None)
     if label is None:
@@ -158,3 +160,12 @@ def test_end_of_sequence_waits_for_every_label(random_model) -> None:
         batch.advance(torch.tensor([token]))
     masked, _ = batch.apply(torch.zeros(1, len(tokenizer)))
     assert masked[0, tokenizer.eos_token_id] == 0
+
+
+def test_a_typed_value_may_not_start_on_half_a_character_it_cannot_become() -> None:
+    # Judged as nothing, half of 招 passed as a phone prefix; then no token could follow it and
+    # the row fell back to end-of-sequence with labels unanswered.
+    grammar = Grammar(Source("招聘电话：１３８ 0013 8000"), ("电话",), {"电话": "phone"})
+    assert not grammar.viable(0, "招".encode()[:2])
+    assert grammar.viable(0, "１".encode()[:2])  # a full-width digit, half read
+    assert grammar.viable(0, "１３８ 00".encode())

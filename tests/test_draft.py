@@ -36,7 +36,7 @@ def test_drafts_change_no_output_and_save_forward_passes(memorised) -> None:
     assert len(docs) >= 200
     outputs, passes = {}, {}
     for draft in (False, True):
-        engine = FastEngine(loaded, msgspec.structs.replace(settings, copy_draft=draft))
+        engine = FastEngine(loaded, msgspec.structs.replace(settings, copy_draft="on" if draft else "off"))
         extractions = []
         for start in range(0, len(docs), 16):
             extractions += engine.extract(docs[start : start + 16]).extractions

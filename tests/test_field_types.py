@@ -37,8 +37,18 @@ def test_matches(kind, value: str, ok: bool) -> None:
     assert matches(kind, value) is ok
 
 
-@given(st.from_regex(r"1[3-9][0-9]{9}", fullmatch=True))
-def test_every_prefix_of_a_mobile_is_viable(value: str) -> None:
+@given(
+    st.from_regex(r"1[3-9][0-9]{9}", fullmatch=True),
+    st.sampled_from(["{a} {b} {c}", "{a}-{b}-{c}", "+86 {a}{b}{c}", "0086-{a}{b}{c}", "({a}) {b}{c}"]),
+)
+def test_every_prefix_of_a_spelled_phone_number_is_viable(mobile: str, spelling: str) -> None:
+    value = spelling.format(a=mobile[:3], b=mobile[3:7], c=mobile[7:])
+    if matches("phone", value):  # the constraint must never cut off a spelling the normaliser reads
+        assert all(viable_prefix("phone", value[:i]) for i in range(len(value) + 1))
+
+
+@pytest.mark.parametrize("value", ["010-12345678", "(010)1234-5678", "0755 8888 6666转123", "400-810-8888"])
+def test_every_prefix_of_a_landline_is_viable(value: str) -> None:
     assert matches("phone", value)
     assert all(viable_prefix("phone", value[:i]) for i in range(len(value) + 1))
 
@@ -51,8 +61,9 @@ def test_every_prefix_of_an_id_number_is_viable(first17: str) -> None:
 
 
 def test_impossible_prefixes_are_refused() -> None:
-    assert not viable_prefix("phone", "12")
-    assert not viable_prefix("phone", "138001380001")
+    assert not viable_prefix("phone", "138a")
+    assert not viable_prefix("phone", "电话")
+    assert not viable_prefix("phone", "1" * 33)
     assert not viable_prefix("id_card", "1101A")
     assert not viable_prefix("email", "a@b@")
 
