@@ -386,6 +386,27 @@ def eval_accuracy(ctx: click.Context, file: Path, json_out: Path | None) -> None
         json_out.write_text(json.dumps(report.as_dict(), indent=2, ensure_ascii=False) + "\n")
 
 
+@cli.group("demo-model")
+def demo_model() -> None:
+    """Train and export the shipped demo model (model/demo/)."""
+
+
+@demo_model.command("build")
+@click.option(
+    "--train-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Checkpoints and snapshots (default: ~/.cache/seqstream/demo-train).",
+)
+@click.option("--stop-after", type=float, default=None, help="Seconds to train in this run; rerun to resume.")
+def demo_model_build(train_dir: Path | None, stop_after: float | None) -> None:
+    """Train the demo model from its seed, resuming from the last checkpoint if there is one."""
+    from ops.demo_model import DEMO_PLAN, TRAIN_DIR, build
+
+    snapshot = build(DEMO_PLAN, train_dir or TRAIN_DIR, log=click.echo, stop_after_s=stop_after)
+    click.echo(f"snapshot: {snapshot}; `seqstream demo-model export` evaluates and ships the best")
+
+
 def _engine(settings: Settings):
     from model.engine import build_engine
     from model.loading import ModelNotFoundError
