@@ -49,6 +49,10 @@ EVAL_SEED = 2
 # longer training documents would be cut and teach answers that are not in the text.
 MAX_TRAIN_CHARS = 900
 BRIEF_CHARS = 300
+# Full documents are 360-990 characters; the curriculum admits them from this length up.
+FIRST_FULL_CHARS = 450
+# Candidates drawn per step at most (~1.5 ms each); at the shortest limit about one in twelve fits.
+MAX_CANDIDATES = 4096
 TOKENIZER_DOCUMENTS = 4000
 
 
@@ -57,8 +61,8 @@ class DemoPlan:
     recipe: Recipe
     batch_tokens: int = 2048
     # Steps over which full documents go from none to `full_share` of the batches, and their
-    # longest allowed length from BRIEF_CHARS to MAX_TRAIN_CHARS.
-    curriculum_steps: int = 2500
+    # longest allowed length from FIRST_FULL_CHARS to MAX_TRAIN_CHARS.
+    curriculum_steps: int = 3000
     full_share: float = 0.6
     checkpoint_every: int = 100
     snapshot_every: int = 500
@@ -67,7 +71,7 @@ class DemoPlan:
 DEMO_PLAN = DemoPlan(
     recipe=Recipe(
         seed=0,
-        steps=8000,
+        steps=11000,
         batch_size=0,  # unused: batches fill `batch_tokens`
         lr=2e-3,
         warmup_steps=200,
@@ -105,17 +109,15 @@ class DocumentStream:
 
     def max_chars(self, step: int) -> int:
         progress = min(1.0, step / max(1, self.plan.curriculum_steps))
-        return int(BRIEF_CHARS + (MAX_TRAIN_CHARS - BRIEF_CHARS) * progress)
+        return int(FIRST_FULL_CHARS + (MAX_TRAIN_CHARS - FIRST_FULL_CHARS) * progress)
 
     def __call__(self, step: int) -> list[TrainingExample]:
         rng = random.Random(self.seed * 1_000_003 + step)
         brief = rng.random() >= self.full_share(step)
         limit = BRIEF_CHARS if brief else self.max_chars(step)
         rows: list[TrainingExample] = []
-        index = step * 256
-        while True:
+        for index in range(step * MAX_CANDIDATES, (step + 1) * MAX_CANDIDATES):
             doc = generate_document(rng.choice(self.kinds), self.seed, index, brief=brief)
-            index += 1
             if len(doc.text) > limit:
                 continue
             recipe = self.plan.recipe
@@ -126,6 +128,7 @@ class DocumentStream:
             if rows and longest * (len(rows) + len(new)) > self.plan.batch_tokens:
                 return rows
             rows.extend(new)
+        raise RuntimeError(f"step {step}: {MAX_CANDIDATES} documents drawn and the batch is not full")
 
 
 def checkpoint_path(train_dir: Path) -> Path:

@@ -372,18 +372,29 @@ def corpus_generate(count: int, seed: int, noise: float, output: Path) -> None:
 
 
 @cli.command("eval")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("file", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="The corpus (or FILE).")
+@click.option("--model", "model_path", help="Model directory or hub id (overrides the global --model).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Also write the table.")
 @click.pass_context
-def eval_accuracy(ctx: click.Context, file: Path, json_out: Path | None) -> None:
-    """Score the engine on a generated corpus (FILE.jsonl and its FILE.truth.jsonl)."""
-    from ops.accuracy import evaluate_file, format_report
+def eval_accuracy(
+    ctx: click.Context, file: Path | None, data: Path | None, model_path: str | None, json_out: Path | None
+) -> None:
+    """Score the engine and its baselines on a generated corpus (FILE.jsonl and its FILE.truth.jsonl)."""
+    import msgspec
 
+    from ops.eval_table import as_json, compare, format_table, systems
+
+    corpus = data or file
+    if corpus is None:
+        raise click.UsageError("give the corpus as FILE or --data FILE")
     settings = _settings(ctx)
-    report = evaluate_file(_engine(settings), file, settings.batch.max_documents)
-    click.echo(format_report(report))
+    model = msgspec.structs.replace(settings.model, path=model_path) if model_path else settings.model
+    engines = systems(model, lambda engine_settings: _engine(msgspec.structs.replace(settings, model=engine_settings)))
+    reports = compare(engines, corpus, settings.batch.max_documents)
+    click.echo(format_table(reports))
     if json_out:
-        json_out.write_text(json.dumps(report.as_dict(), indent=2, ensure_ascii=False) + "\n")
+        json_out.write_text(json.dumps(as_json(reports, corpus), indent=2, ensure_ascii=False) + "\n")
 
 
 @cli.group("demo-model")
