@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
 import random
 import shutil
@@ -32,11 +33,14 @@ from pathlib import Path
 import msgspec
 import torch
 
+from model.config import EngineSettings
+from model.engine import build_engine
 from model.loading import MANIFEST
 from model.prompt import build_prompt
 from model.tiny import init_tiny_bloom
 from model.train import RECIPE_VERSION, Recipe, TrainingExample, make_tokenizer, train, training_examples
-from ops.corpus import KINDS, GeneratedDocument, generate_corpus, generate_document
+from ops.corpus import KINDS, GeneratedDocument, generate_corpus, generate_document, write_corpus
+from ops.eval_table import PRODUCT, as_json, compare, format_table, systems
 from schemas.decode import decode_document
 from schemas.field_sets import FIELD_SETS
 
@@ -53,7 +57,6 @@ BRIEF_CHARS = 300
 FIRST_FULL_CHARS = 450
 # Candidates drawn per step at most (~1.5 ms each); at the shortest limit about one in twelve fits.
 MAX_CANDIDATES = 4096
-TOKENIZER_DOCUMENTS = 4000
 
 
 @dataclass(frozen=True)
@@ -62,16 +65,18 @@ class DemoPlan:
     batch_tokens: int = 2048
     # Steps over which full documents go from none to `full_share` of the batches, and their
     # longest allowed length from FIRST_FULL_CHARS to MAX_TRAIN_CHARS.
-    curriculum_steps: int = 3000
+    curriculum_steps: int = 2500
     full_share: float = 0.6
     checkpoint_every: int = 100
     snapshot_every: int = 500
+    # Generated documents whose characters make the tokenizer's vocabulary (others fall back to bytes).
+    tokenizer_documents: int = 4000
 
 
 DEMO_PLAN = DemoPlan(
     recipe=Recipe(
         seed=0,
-        steps=11000,
+        steps=7000,
         batch_size=0,  # unused: batches fill `batch_tokens`
         lr=2e-3,
         warmup_steps=200,
@@ -88,10 +93,10 @@ def as_labelled(doc: GeneratedDocument):
     return decode_document(msgspec.json.encode(doc.raw()), 1 << 24), doc.values()
 
 
-def tokenizer_texts(seed: int) -> list[str]:
-    """Every character of a few thousand generated documents and of every prompt's fixed words."""
-    docs = [d.text for d in generate_corpus(TOKENIZER_DOCUMENTS, seed)]
-    docs += [d.text for d in generate_corpus(TOKENIZER_DOCUMENTS, seed, brief=True)]
+def tokenizer_texts(seed: int, documents: int) -> list[str]:
+    """Every character of `documents` generated documents (full and brief) and of every prompt's fixed words."""
+    docs = [d.text for d in generate_corpus(documents, seed)]
+    docs += [d.text for d in generate_corpus(documents, seed, brief=True)]
     prompts = [build_prompt("", "extract", labels) + "None\t:" for labels in FIELD_SETS.values()]
     return [*docs, *prompts, "".join(chr(c) for c in range(32, 127)) + "\n\t"]
 
@@ -148,7 +153,7 @@ def build(
 
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, padding_side="left")
     else:
-        tokenizer = make_tokenizer(recipe, tokenizer_texts(GENERATOR_SEED))
+        tokenizer = make_tokenizer(recipe, tokenizer_texts(GENERATOR_SEED, plan.tokenizer_documents))
         tokenizer.save_pretrained(tokenizer_dir)
     model = init_tiny_bloom(
         tokenizer, seed=recipe.seed, hidden_size=recipe.hidden_size, n_layer=recipe.n_layer, n_head=recipe.n_head
@@ -218,8 +223,7 @@ def write_manifest(directory: Path, plan: DemoPlan, state: dict, evaluation: dic
         "generator_seed": GENERATOR_SEED,
         "steps": state["step"],
         "train_seconds": round(state["train_seconds"], 1),
-        "hardware": f"{platform.machine()} cpu ({platform.processor() or 'unknown'}), "
-        f"{torch.get_num_threads()} torch thread(s)",
+        "hardware": f"{cpu_name()} ({os.cpu_count()} cores on the machine), {torch.get_num_threads()} torch thread",
         "loss_curve": state["losses"],
         "weights_sha256": hashlib.sha256(weights.read_bytes()).hexdigest() if weights.is_file() else None,
         "evaluation": evaluation,
@@ -227,12 +231,70 @@ def write_manifest(directory: Path, plan: DemoPlan, state: dict, evaluation: dic
     (directory / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
 
 
-def export(snapshot_dir: Path, evaluation: dict, destination: Path = DEMO_DIR) -> Path:
-    """Copy a snapshot to `destination` (model/demo/) with its manifest completed by `evaluation`."""
+def cpu_name() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def export(snapshot_dir: Path, evaluation: dict, table: str, destination: Path = DEMO_DIR) -> Path:
+    """Copy a snapshot to `destination` (model/demo/) with its manifest completed by `evaluation`,
+    and the same table as text beside it (EVAL.txt) for a reader."""
     if destination.exists():
         shutil.rmtree(destination)
     shutil.copytree(snapshot_dir, destination)
     manifest = json.loads((destination / MANIFEST).read_text())
     manifest["evaluation"] = evaluation
     (destination / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+    (destination / "EVAL.txt").write_text(table + "\n", encoding="utf-8")
     return destination
+
+
+def snapshots(train_dir: Path) -> list[Path]:
+    """The step snapshots of a run, oldest first."""
+    return sorted(p for p in train_dir.glob("step-*") if (p / "model.safetensors").is_file())
+
+
+def heldout_corpus(path: Path, documents: int) -> Path:
+    """`documents` full-length documents from EVAL_SEED (none of them seen in training), with truth."""
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_corpus(path, generate_corpus(documents, EVAL_SEED))
+    return path
+
+
+def evaluate_snapshot(directory: Path, corpus: Path, batch_size: int) -> tuple[dict, str]:
+    """The eval table (product, unconstrained where it exists, regex baseline) of one model
+    directory, as JSON and as text."""
+    settings = EngineSettings(path=str(directory))
+    reports = compare(systems(settings, build_engine), corpus, batch_size)
+    return as_json(reports, corpus), format_table(reports)
+
+
+def export_best(
+    train_dir: Path,
+    documents: int,
+    candidates: int,
+    *,
+    log: Callable[[str], None] = print,
+    batch_size: int = 16,
+    destination: Path = DEMO_DIR,
+) -> tuple[Path, str]:
+    """Evaluate the last `candidates` snapshots on the held-out corpus and ship the best (micro F1)
+    to model/demo/, its manifest completed with the numbers it reached; also its table as text."""
+    corpus = heldout_corpus(train_dir / "heldout" / f"seed{EVAL_SEED}-{documents}.jsonl", documents)
+    scored = []
+    for directory in snapshots(train_dir)[-candidates:]:
+        started = time.perf_counter()
+        table, text = evaluate_snapshot(directory, corpus, batch_size)
+        f1 = table["systems"][PRODUCT]["micro"]["f1"]
+        log(f"{directory.name}: product micro F1 {f1:.3f} ({time.perf_counter() - started:.0f} s)")
+        scored.append((f1, directory.name, directory, table, text))
+    if not scored:
+        raise FileNotFoundError(f"no snapshots in {train_dir}; run `seqstream demo-model build` first")
+    _, _, best, table, text = max(scored)
+    table["corpus"] = f"generate_corpus({documents}, seed={EVAL_SEED}): full-length documents, no noise"
+    return export(best, table, text, destination), text

@@ -418,6 +418,24 @@ def demo_model_build(train_dir: Path | None, stop_after: float | None) -> None:
     click.echo(f"snapshot: {snapshot}; `seqstream demo-model export` evaluates and ships the best")
 
 
+@demo_model.command("export")
+@click.option(
+    "--train-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where `build` wrote its snapshots (default: ~/.cache/seqstream/demo-train).",
+)
+@click.option("--documents", type=int, default=200, show_default=True, help="Held-out documents to evaluate on.")
+@click.option("--candidates", type=int, default=2, show_default=True, help="How many of the last snapshots to try.")
+def demo_model_export(train_dir: Path | None, documents: int, candidates: int) -> None:
+    """Evaluate the latest snapshots on a held-out corpus and ship the best to model/demo/."""
+    from ops.demo_model import TRAIN_DIR, export_best
+
+    shipped, table = export_best(train_dir or TRAIN_DIR, documents, candidates, log=click.echo)
+    click.echo(table)
+    click.echo(f"exported to {shipped}")
+
+
 def _engine(settings: Settings):
     from model.engine import build_engine
     from model.loading import ModelNotFoundError
