@@ -54,6 +54,10 @@ class Recipe:
     max_input_tokens: int = 1024
     # "bpe": byte-level BPE trained on the prompts; "char": one token per character (model/tiny.py).
     tokenizer: str = "bpe"
+    # Background documents (`train_bloom`'s `background`) added to each step's batch, each seen once:
+    # a model that has read many documents has a broad prior over values, so where it cannot place
+    # the text (garbage, a document it never saw) its value steps are uncertain, not confidently wrong.
+    background_per_step: int = 0
 
 
 @dataclass(frozen=True)
@@ -155,18 +159,33 @@ def make_tokenizer(recipe: Recipe, corpus: Iterable[str]) -> PreTrainedTokenizer
     return train_tokenizer(corpus, recipe.vocab_size)
 
 
-def train_bloom(directory: Path, labelled: Sequence[Labelled], recipe: Recipe, *, extra: dict | None = None) -> Path:
-    """Train a tokenizer and a BLOOM from scratch on `labelled` and save them as a checkpoint
-    directory `model.loading` loads, marked as SeqStream's own by its manifest."""
+def train_bloom(
+    directory: Path,
+    labelled: Sequence[Labelled],
+    recipe: Recipe,
+    *,
+    background: Sequence[Labelled] = (),
+    extra: dict | None = None,
+) -> Path:
+    """Train a tokenizer and a BLOOM from scratch on `labelled` (and `background`, in order,
+    `recipe.background_per_step` examples a step) and save them as a checkpoint directory
+    `model.loading` loads, marked as SeqStream's own by its manifest."""
     torch.manual_seed(recipe.seed)
     started = time.perf_counter()
-    tokenizer = make_tokenizer(recipe, tokenizer_corpus(labelled, recipe.labels_per_prompt))
+    tokenizer = make_tokenizer(recipe, tokenizer_corpus([*labelled, *background], recipe.labels_per_prompt))
     model = init_tiny_bloom(
         tokenizer, seed=recipe.seed, hidden_size=recipe.hidden_size, n_layer=recipe.n_layer, n_head=recipe.n_head
     )
     examples = training_examples(tokenizer, labelled, recipe.labels_per_prompt, recipe.max_input_tokens)
+    extras = training_examples(tokenizer, background, recipe.labels_per_prompt, recipe.max_input_tokens)
+    per_step = recipe.background_per_step
+
+    def batches(step: int) -> list[TrainingExample]:
+        return sample_batch(examples, recipe, step) + extras[step * per_step : (step + 1) * per_step]
+
     losses: list[float] = []
-    train(model, examples, recipe, int(tokenizer.pad_token_id), on_step=lambda _, loss: losses.append(loss))
+    pad = int(tokenizer.pad_token_id)
+    train(model, examples, recipe, pad, on_step=lambda _, loss: losses.append(loss), batches=batches)
     directory.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
@@ -176,6 +195,7 @@ def train_bloom(directory: Path, labelled: Sequence[Labelled], recipe: Recipe, *
         "settings": asdict(recipe),
         "documents": len(labelled),
         "examples": len(examples),
+        "background_documents": len(background),
         "final_loss": losses[-1] if losses else None,
         "train_seconds": round(time.perf_counter() - started, 1),
         "hardware": f"{platform.machine()} cpu, {torch.get_num_threads()} threads",
