@@ -166,6 +166,11 @@ def build(
         optimizer.load_state_dict(saved["optimizer"])
         state = saved["state"]
         log(f"resuming at step {state['step']} ({state['train_seconds']:.0f} s trained so far)")
+    # (step, total steps) each time the schedule was set: a run extended past its end (SGDR-style
+    # warm restart of the cosine) is not one planned that long, and its manifest must say so.
+    schedule = state.setdefault("schedule", [[0, recipe.steps]])
+    if schedule[-1][1] != recipe.steps:
+        schedule.append([state["step"], recipe.steps])
     stream = DocumentStream(tokenizer, plan, GENERATOR_SEED)
     started = time.perf_counter()
     trained_before = state["train_seconds"]
@@ -224,6 +229,7 @@ def write_manifest(directory: Path, plan: DemoPlan, state: dict, evaluation: dic
         "steps": state["step"],
         "train_seconds": round(state["train_seconds"], 1),
         "hardware": f"{cpu_name()} ({os.cpu_count()} cores on the machine), {torch.get_num_threads()} torch thread",
+        "schedule": state.get("schedule"),
         "loss_curve": state["losses"],
         "weights_sha256": hashlib.sha256(weights.read_bytes()).hexdigest() if weights.is_file() else None,
         "evaluation": evaluation,

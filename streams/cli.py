@@ -410,11 +410,18 @@ def demo_model() -> None:
     help="Checkpoints and snapshots (default: ~/.cache/seqstream/demo-train).",
 )
 @click.option("--stop-after", type=float, default=None, help="Seconds to train in this run; rerun to resume.")
-def demo_model_build(train_dir: Path | None, stop_after: float | None) -> None:
-    """Train the demo model from its seed, resuming from the last checkpoint if there is one."""
+@click.option("--steps", type=int, default=None, help="Train to this step (default: the plan's).")
+def demo_model_build(train_dir: Path | None, stop_after: float | None, steps: int | None) -> None:
+    """Train the demo model from its seed, resuming from the last checkpoint if there is one.
+
+    --steps beyond the plan's end continues a finished run with a new cosine to that step (recorded
+    in the manifest's `schedule`)."""
+    from dataclasses import replace
+
     from ops.demo_model import DEMO_PLAN, TRAIN_DIR, build
 
-    snapshot = build(DEMO_PLAN, train_dir or TRAIN_DIR, log=click.echo, stop_after_s=stop_after)
+    plan = replace(DEMO_PLAN, recipe=replace(DEMO_PLAN.recipe, steps=steps)) if steps else DEMO_PLAN
+    snapshot = build(plan, train_dir or TRAIN_DIR, log=click.echo, stop_after_s=stop_after)
     click.echo(f"snapshot: {snapshot}; `seqstream demo-model export` evaluates and ships the best")
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,9 @@ def test_a_resumed_build_equals_one_that_never_stopped(tmp_path: Path) -> None:
     manifest = json.loads((resumed / MANIFEST).read_text())
     assert manifest["steps"] == 4 and manifest["demo"] is True
     assert manifest["weights_sha256"] == hashlib.sha256((resumed / "model.safetensors").read_bytes()).hexdigest()
+    assert manifest["schedule"] == [[0, 4]]
+    longer = build(replace(TINY_PLAN, recipe=replace(TINY_PLAN.recipe, steps=6)), tmp_path / "resumed", log=print)
+    assert json.loads((longer / MANIFEST).read_text())["schedule"] == [[0, 4], [4, 6]]
 
 
 def test_export_ships_the_best_snapshot_with_its_held_out_numbers(tmp_path: Path) -> None:
