@@ -6,6 +6,8 @@ from typing import Literal
 
 import msgspec
 
+# Where no copy of it is found (no such directory, nothing in the hub cache), the shipped demo model
+# model/demo/ stands in, loudly (model/loading.py: resolve_model_path).
 DEFAULT_MODEL = "DAMO-NLP/SeqGPT-560M"
 
 

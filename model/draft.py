@@ -135,10 +135,10 @@ def _next_budget(budget: int, kept: int, drafted: int, most: int) -> int:
 
 def _take(steps, logits, active, constraint, top_k, generated, done, eos_id, max_new_tokens) -> list[int]:
     """One greedy step for the `active` rows: masked, recorded as taken, fed to the grammar."""
-    forced = None
+    forced, unmasked = None, logits
     if constraint is not None:
         logits, forced = constraint.apply(logits, active)
-    signals = step_signals(logits, top_k)
+    signals = step_signals(logits, top_k, unmasked)
     picked = signals.chosen.tolist()
     signals.forced = forced
     signals.taken = torch.tensor(active, device=logits.device)

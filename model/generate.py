@@ -59,17 +59,18 @@ def decode_n_tokens(
 
     `ended` [B] starts True for rows that only pad a batch to its compiled shape. `observe`, if
     given, sees each step's full logits (equivalence tests compare them with transformers'), before
-    the constraint, if any, masks them; the signals are those of the masked distribution.
+    the constraint, if any, masks them; the signals are those of the masked distribution, apart from
+    the entropy, which is the full one's.
     """
     steps: list[StepSignals] = []
     ended = ended.clone()
     for i in range(max_new_tokens):
         if observe is not None:
             observe(logits)
-        forced = None
+        forced, unmasked = None, logits
         if constraint is not None:
             logits, forced = constraint.apply(logits)
-        signals = step_signals(logits, top_k)
+        signals = step_signals(logits, top_k, unmasked)
         signals.forced = forced
         if constraint is not None:
             constraint.advance(signals.chosen)

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from model.config import EngineSettings
+from model.config import DEFAULT_MODEL, EngineSettings
+
+log = logging.getLogger(__name__)
 
 # A checkpoint that SeqStream built itself (tests, demos) says so in this file; SeqGPT's does not.
 MANIFEST = "seqstream-model.json"
+# The shipped demo model (`seqstream demo-model build`): what runs when SeqGPT is not here.
+DEMO_MODEL_DIR = Path(__file__).resolve().parent / "demo"
 
 
 class ModelNotFoundError(RuntimeError):
@@ -41,11 +46,37 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
     return getattr(torch, name)
 
 
+def resolve_model_path(path: str) -> tuple[str, bool]:
+    """The checkpoint to load for `path`, and whether it is the demo model standing in for SeqGPT:
+    only when the default is asked for and no copy of SeqGPT is here (no directory of that name,
+    nothing in the hub cache), so a configured model is never silently replaced."""
+    if path != DEFAULT_MODEL or Path(path).expanduser().is_dir() or _in_hub_cache(path):
+        return path, False
+    if (DEMO_MODEL_DIR / "model.safetensors").is_file():
+        return str(DEMO_MODEL_DIR), True
+    return path, False
+
+
+def _in_hub_cache(repo_id: str) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+
+
 def load_model(settings: EngineSettings) -> LoadedModel:
     device = resolve_device(settings.device)
     dtype = resolve_dtype(settings.dtype, device)
-    local = Path(settings.path).expanduser()
-    source = str(local) if local.is_dir() else settings.path
+    path, standing_in = resolve_model_path(settings.path)
+    if standing_in:
+        log.warning(
+            "no SeqGPT-560M weights here: loading the DEMO MODEL %s instead. It is a small model trained on "
+            "generated documents (see its %s); its output is for trying the pipeline, not for production. "
+            "Set SEQSTREAM_MODEL__PATH to a SeqGPT copy for real output.",
+            path,
+            MANIFEST,
+        )
+    local = Path(path).expanduser()
+    source = str(local) if local.is_dir() else path
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, padding_side="left")
         model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
@@ -60,4 +91,4 @@ def load_model(settings: EngineSettings) -> LoadedModel:
         tokenizer.pad_token = tokenizer.eos_token
     model.to(device).eval()
     demo = (local / MANIFEST).is_file()
-    return LoadedModel(name=settings.path, model=model, tokenizer=tokenizer, device=device, dtype=dtype, demo=demo)
+    return LoadedModel(name=path, model=model, tokenizer=tokenizer, device=device, dtype=dtype, demo=demo)

@@ -19,7 +19,7 @@ from model.engine import BatchResult, decode_settings, ms_since
 from model.loading import LoadedModel
 from model.prompt import encode_prompts
 from model.retry import Continuation, revisit
-from model.signals import Generation, StepSignals, collect_generations, cut, step_signals
+from model.signals import Generation, StepSignals, collect_generations, cut, entropy, step_signals
 from model.token_bytes import TokenBytes
 from model.validate import interpret
 from schemas.messages import Document, ModelInfo, Timings
@@ -39,6 +39,7 @@ class _Constrain(LogitsProcessor):
         self.constraint = constraint
         self.started = False
         self.forced: list[torch.Tensor] = []
+        self.entropies: list[torch.Tensor] = []
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         if self.started:
@@ -46,6 +47,7 @@ class _Constrain(LogitsProcessor):
         self.started = True
         masked, forced = self.constraint.apply(scores)
         self.forced.append(forced)
+        self.entropies.append(entropy(scores))  # the model's own uncertainty, before the mask
         return masked
 
 
@@ -188,8 +190,9 @@ class ReferenceEngine:
         timings.decode_ms += (finished - first_step) * 1000
         if constrain is not None:
             timings.constrain_ms += constrain.constraint.seconds * 1000
-            for step, forced in zip(recorder.steps, constrain.forced, strict=True):
+            for step, forced, full in zip(recorder.steps, constrain.forced, constrain.entropies, strict=True):
                 step.forced = forced
+                step.entropy = full
         return collect_generations(recorder.steps, self.eos_id)
 
     def _config(self, max_new_tokens: int | None) -> GenerationConfig:

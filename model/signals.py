@@ -32,7 +32,10 @@ def greedy_choice(logits: torch.Tensor) -> torch.Tensor:
     return logits.argmax(dim=-1)
 
 
-def step_signals(logits: torch.Tensor, k: int) -> StepSignals:
+def step_signals(logits: torch.Tensor, k: int, unmasked: torch.Tensor | None = None) -> StepSignals:
+    """Choice, probabilities and alternatives from `logits` (masked, when decoding is constrained);
+    the entropy from `unmasked`, the model's full distribution, when given: the alarm is about how
+    unsure the model is, which the mask would hide (a forced step has entropy 0)."""
     logits = logits.float()
     log_probs = torch.log_softmax(logits, dim=-1)
     probs = log_probs.exp()
@@ -41,11 +44,16 @@ def step_signals(logits: torch.Tensor, k: int) -> StepSignals:
     return StepSignals(
         chosen=chosen,
         prob=probs.gather(-1, chosen[:, None])[:, 0],
-        # -sum p log p; the clamp makes p = 0 entries contribute 0 instead of 0 * -inf = nan.
-        entropy=-(probs * log_probs.clamp_min(torch.finfo(log_probs.dtype).min)).sum(dim=-1),
+        entropy=entropy(logits if unmasked is None else unmasked),
         top_ids=top_ids,
         top_probs=top_probs,
     )
+
+
+def entropy(logits: torch.Tensor) -> torch.Tensor:
+    log_probs = torch.log_softmax(logits.float(), dim=-1)
+    # -sum p log p; the clamp makes p = 0 entries contribute 0 instead of 0 * -inf = nan.
+    return -(log_probs.exp() * log_probs.clamp_min(torch.finfo(log_probs.dtype).min)).sum(dim=-1)
 
 
 @dataclass

@@ -43,6 +43,31 @@ def train_tokenizer(corpus: Iterable[str], vocab_size: int) -> PreTrainedTokeniz
     )
 
 
+def train_char_tokenizer(corpus: Iterable[str]) -> PreTrainedTokenizerFast:
+    """One token per character seen in `corpus`, UTF-8 bytes for any other (byte fallback).
+
+    A small model learns to copy a value from the document far more easily when the value's
+    tokens are the document's tokens one for one: BPE merges cut a name differently depending on
+    what surrounds it, so the answer's tokens need not appear in the prompt at all.
+    """
+    chars = sorted(set("".join(corpus)))
+    vocab = {token: index for index, token in enumerate(SPECIAL_TOKENS)}
+    for byte in range(256):
+        vocab[f"<0x{byte:02X}>"] = len(vocab)
+    for char in chars:
+        vocab.setdefault(char, len(vocab))
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>", byte_fallback=True))
+    tokenizer.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Fuse()])
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        unk_token="<unk>",
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+        padding_side="left",
+    )
+
+
 def build_tiny_bloom(
     directory: Path,
     corpus: Iterable[str],

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from transformers import BloomForCausalLM, PreTrainedTokenizerBase
+from transformers import BloomForCausalLM, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from model.loading import MANIFEST
 from model.parse import format_extraction
 from model.prompt import build_prompt, encode_prompts, prompt_chunks
-from model.tiny import init_tiny_bloom, train_tokenizer
+from model.tiny import init_tiny_bloom, train_char_tokenizer, train_tokenizer
 from schemas.messages import Document
 
 RECIPE_VERSION = 1
@@ -52,6 +52,12 @@ class Recipe:
     n_head: int = 4
     labels_per_prompt: int = 6
     max_input_tokens: int = 1024
+    # "bpe": byte-level BPE trained on the prompts; "char": one token per character (model/tiny.py).
+    tokenizer: str = "bpe"
+    # Background documents (`train_bloom`'s `background`) added to each step's batch, each seen once:
+    # a model that has read many documents has a broad prior over values, so where it cannot place
+    # the text (garbage, a document it never saw) its value steps are uncertain, not confidently wrong.
+    background_per_step: int = 0
 
 
 @dataclass(frozen=True)
@@ -120,16 +126,17 @@ def train(
     start_step: int = 0,
     optimizer: torch.optim.Optimizer | None = None,
     on_step: Callable[[int, float], None] | None = None,
+    batches: Callable[[int], Sequence[TrainingExample]] | None = None,
 ) -> torch.optim.Optimizer:
-    """AdamW with linear warm-up then cosine decay; batches drawn by a generator seeded per step,
-    so a run resumed at `start_step` sees the same batches as one that never stopped."""
+    """AdamW with linear warm-up then cosine decay. Each step's batch is `batches(step)`, by default
+    `batch_size` of `examples` drawn by a generator seeded per step; either way a run resumed at
+    `start_step` sees the same batches as one that never stopped."""
     optimizer = optimizer or torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
     model.train()
     for step in range(start_step, recipe.steps):
         for group in optimizer.param_groups:
             group["lr"] = recipe.lr * _lr_factor(step, recipe)
-        rng = random.Random(recipe.seed * 1_000_003 + step)
-        batch = rng.sample(list(examples), min(recipe.batch_size, len(examples)))
+        batch = batches(step) if batches is not None else sample_batch(examples, recipe, step)
         loss = weighted_loss(model, *collate(batch, pad_id, recipe.doc_loss_weight))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -141,18 +148,44 @@ def train(
     return optimizer
 
 
-def train_bloom(directory: Path, labelled: Sequence[Labelled], recipe: Recipe, *, extra: dict | None = None) -> Path:
-    """Train a tokenizer and a BLOOM from scratch on `labelled` and save them as a checkpoint
-    directory `model.loading` loads, marked as SeqStream's own by its manifest."""
+def sample_batch(examples: Sequence[TrainingExample], recipe: Recipe, step: int) -> list[TrainingExample]:
+    rng = random.Random(recipe.seed * 1_000_003 + step)
+    return rng.sample(list(examples), min(recipe.batch_size, len(examples)))
+
+
+def make_tokenizer(recipe: Recipe, corpus: Iterable[str]) -> PreTrainedTokenizerFast:
+    if recipe.tokenizer == "char":
+        return train_char_tokenizer(corpus)
+    return train_tokenizer(corpus, recipe.vocab_size)
+
+
+def train_bloom(
+    directory: Path,
+    labelled: Sequence[Labelled],
+    recipe: Recipe,
+    *,
+    background: Sequence[Labelled] = (),
+    extra: dict | None = None,
+) -> Path:
+    """Train a tokenizer and a BLOOM from scratch on `labelled` (and `background`, in order,
+    `recipe.background_per_step` examples a step) and save them as a checkpoint directory
+    `model.loading` loads, marked as SeqStream's own by its manifest."""
     torch.manual_seed(recipe.seed)
     started = time.perf_counter()
-    tokenizer = train_tokenizer(tokenizer_corpus(labelled, recipe.labels_per_prompt), recipe.vocab_size)
+    tokenizer = make_tokenizer(recipe, tokenizer_corpus([*labelled, *background], recipe.labels_per_prompt))
     model = init_tiny_bloom(
         tokenizer, seed=recipe.seed, hidden_size=recipe.hidden_size, n_layer=recipe.n_layer, n_head=recipe.n_head
     )
     examples = training_examples(tokenizer, labelled, recipe.labels_per_prompt, recipe.max_input_tokens)
+    extras = training_examples(tokenizer, background, recipe.labels_per_prompt, recipe.max_input_tokens)
+    per_step = recipe.background_per_step
+
+    def batches(step: int) -> list[TrainingExample]:
+        return sample_batch(examples, recipe, step) + extras[step * per_step : (step + 1) * per_step]
+
     losses: list[float] = []
-    train(model, examples, recipe, int(tokenizer.pad_token_id), on_step=lambda _, loss: losses.append(loss))
+    pad = int(tokenizer.pad_token_id)
+    train(model, examples, recipe, pad, on_step=lambda _, loss: losses.append(loss), batches=batches)
     directory.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
@@ -162,6 +195,7 @@ def train_bloom(directory: Path, labelled: Sequence[Labelled], recipe: Recipe, *
         "settings": asdict(recipe),
         "documents": len(labelled),
         "examples": len(examples),
+        "background_documents": len(background),
         "final_loss": losses[-1] if losses else None,
         "train_seconds": round(time.perf_counter() - started, 1),
         "hardware": f"{platform.machine()} cpu, {torch.get_num_threads()} threads",

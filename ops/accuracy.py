@@ -5,7 +5,10 @@ whitespace removal, as sets per label; values of typed labels are compared by th
 where they have one, so `2024年3月5日` and `2024-03-05` are the same date. Predictions are the
 grounded spans of every result, whether it is routed to fields or to review: the review record
 carries them too. Values the engine rejected as not in the source never count as predictions;
-they are counted on their own.
+they are counted on their own, and their share of every value written is the hallucination rate.
+
+An output is valid when every prompt's answer parsed: one line per asked label, no unknown or
+repeated label, finished within the generation limit.
 """
 
 from __future__ import annotations
@@ -24,6 +27,12 @@ from schemas.field_sets import FieldType
 from schemas.messages import Document, Normalised, ReviewCode
 
 Truth = Mapping[str, Mapping[str, Sequence[str]]]  # doc_id -> label -> values
+INVALID_OUTPUT = {
+    ReviewCode.MALFORMED_OUTPUT,
+    ReviewCode.UNKNOWN_LABEL,
+    ReviewCode.DUPLICATE_LABEL,
+    ReviewCode.INCOMPLETE_OUTPUT,
+}
 
 
 @dataclass
@@ -56,6 +65,11 @@ class FieldScore:
 class AccuracyReport:
     documents: int = 0
     fields: dict[str, FieldScore] = field(default_factory=dict)
+    # Per document kind (contract, resume ...): every field of its documents together.
+    kinds: dict[str, FieldScore] = field(default_factory=dict)
+    valid_outputs: int = 0
+    # Grounded values plus those rejected as not in the source: everything the engine wrote.
+    written_values: int = 0
     to_fields: int = 0
     to_review: int = 0
     with_alarms: int = 0
@@ -66,8 +80,7 @@ class AccuracyReport:
     def micro(self) -> FieldScore:
         total = FieldScore()
         for score in self.fields.values():
-            for name in ("true_positives", "false_positives", "false_negatives", "exact", "documents"):
-                setattr(total, name, getattr(total, name) + getattr(score, name))
+            _add(total, score)
         return total
 
     def as_dict(self) -> dict:
@@ -77,11 +90,16 @@ class AccuracyReport:
         return {
             "documents": self.documents,
             "fields": {label: scores(s) for label, s in sorted(self.fields.items())},
+            "kinds": {kind: scores(s) for kind, s in sorted(self.kinds.items())},
             "micro": scores(self.micro),
             "fields_share": _ratio(self.to_fields, self.documents),
             "review_share": _ratio(self.to_review, self.documents),
+            # Alerts are raised for documents with entropy alarms (streams/routing.py).
             "alarm_share": _ratio(self.with_alarms, self.documents),
+            "validity_rate": _ratio(self.valid_outputs, self.documents),
             "not_in_source_values": self.not_in_source,
+            "written_values": self.written_values,
+            "hallucination_rate": _ratio(self.not_in_source, self.written_values),
             "docs_per_s": _ratio(self.documents, self.seconds),
         }
 
@@ -93,7 +111,10 @@ def normalise(value: str, kind: FieldType | None = None) -> str:
     return "".join(unicodedata.normalize("NFKC", value).split())
 
 
-def evaluate(engine: Engine, docs: Sequence[Document], truth: Truth, batch_size: int) -> AccuracyReport:
+def evaluate(
+    engine: Engine, docs: Sequence[Document], truth: Truth, batch_size: int, kinds: Mapping[str, str] | None = None
+) -> AccuracyReport:
+    """`kinds`: doc_id -> document kind, for the per-kind scores (none without it)."""
     report = AccuracyReport()
     started = time.perf_counter()
     for start in range(0, len(docs), batch_size):
@@ -103,24 +124,39 @@ def evaluate(engine: Engine, docs: Sequence[Document], truth: Truth, batch_size:
             report.to_review += extraction.needs_review
             report.to_fields += not extraction.needs_review
             report.with_alarms += bool(extraction.alarms)
-            report.not_in_source += sum(r.code == ReviewCode.NOT_IN_SOURCE for r in extraction.reasons)
+            rejected = sum(r.code == ReviewCode.NOT_IN_SOURCE for r in extraction.reasons)
+            report.not_in_source += rejected
+            report.written_values += rejected + sum(len(spans) for spans in extraction.fields.values())
+            report.valid_outputs += not any(r.code in INVALID_OUTPUT for r in extraction.reasons)
             expected = truth[doc.doc_id]
+            document = FieldScore()
             for label in doc.labels:
                 kind = doc.field_types.get(label)
                 got = {normalise(span.text, kind) for span in extraction.fields.get(label, [])}
                 want = {normalise(v, kind) for v in expected.get(label, [])}
                 _score(report.fields.setdefault(label, FieldScore()), got, want)
+                _score(document, got, want)
+            if kinds:
+                # A kind's exact match is per document: every one of its fields right.
+                document.exact, document.documents = int(document.exact == document.documents), 1
+                _add(report.kinds.setdefault(kinds[doc.doc_id], FieldScore()), document)
     report.seconds = time.perf_counter() - started
     return report
 
 
 def evaluate_file(engine: Engine, path: Path, batch_size: int) -> AccuracyReport:
     """A corpus file written by `seqstream corpus generate`, with its ground-truth sidecar."""
-    from ops.corpus.generate import read_truth
+    docs, truth, kinds = read_corpus(path)
+    return evaluate(engine, docs, truth, batch_size, kinds)
+
+
+def read_corpus(path: Path) -> tuple[list[Document], Truth, dict[str, str]]:
+    """The documents of a corpus file, their ground truth and their kinds."""
+    from ops.corpus.generate import read_kinds, read_truth
     from schemas.decode import decode_document
 
     docs = [decode_document(line, 1 << 24) for line in path.read_bytes().splitlines() if line.strip()]
-    return evaluate(engine, docs, read_truth(path), batch_size)
+    return docs, read_truth(path), read_kinds(path)
 
 
 def _score(score: FieldScore, got: set[str], want: set[str]) -> None:
@@ -131,19 +167,9 @@ def _score(score: FieldScore, got: set[str], want: set[str]) -> None:
     score.false_negatives += len(want - got)
 
 
-def format_report(report: AccuracyReport) -> str:
-    lines = [f"{'field':10} {'docs':>5} {'prec':>6} {'recall':>6} {'f1':>6} {'exact':>6}"]
-    for label, s in sorted(report.fields.items(), key=lambda item: item[0]):
-        lines.append(f"{label:10} {s.documents:5d} {s.precision:6.3f} {s.recall:6.3f} {s.f1:6.3f} {s.exact_match:6.3f}")
-    m = report.micro
-    lines.append(f"{'micro':10} {m.documents:5d} {m.precision:6.3f} {m.recall:6.3f} {m.f1:6.3f} {m.exact_match:6.3f}")
-    d = report.as_dict()
-    lines.append(
-        f"documents {report.documents}: fields {d['fields_share']:.1%}, review {d['review_share']:.1%}, "
-        f"with entropy alarms {d['alarm_share']:.1%}; values rejected as not in source: {report.not_in_source}; "
-        f"{d['docs_per_s']:.2f} docs/s"
-    )
-    return "\n".join(lines)
+def _add(total: FieldScore, score: FieldScore) -> None:
+    for name in ("true_positives", "false_positives", "false_negatives", "exact", "documents"):
+        setattr(total, name, getattr(total, name) + getattr(score, name))
 
 
 def _ratio(a: float, b: float) -> float:

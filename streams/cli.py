@@ -375,18 +375,75 @@ def corpus_generate(count: int, seed: int, noise: float, output: Path) -> None:
 
 
 @cli.command("eval")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("file", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="The corpus (or FILE).")
+@click.option("--model", "model_path", help="Model directory or hub id (overrides the global --model).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Also write the table.")
 @click.pass_context
-def eval_accuracy(ctx: click.Context, file: Path, json_out: Path | None) -> None:
-    """Score the engine on a generated corpus (FILE.jsonl and its FILE.truth.jsonl)."""
-    from ops.accuracy import evaluate_file, format_report
+def eval_accuracy(
+    ctx: click.Context, file: Path | None, data: Path | None, model_path: str | None, json_out: Path | None
+) -> None:
+    """Score the engine and its baselines on a generated corpus (FILE.jsonl and its FILE.truth.jsonl)."""
+    import msgspec
 
+    from ops.eval_table import as_json, compare, format_table, systems
+
+    corpus = data or file
+    if corpus is None:
+        raise click.UsageError("give the corpus as FILE or --data FILE")
     settings = _settings(ctx)
-    report = evaluate_file(_engine(settings), file, settings.batch.max_documents)
-    click.echo(format_report(report))
+    model = msgspec.structs.replace(settings.model, path=model_path) if model_path else settings.model
+    engines = systems(model, lambda engine_settings: _engine(msgspec.structs.replace(settings, model=engine_settings)))
+    reports = compare(engines, corpus, settings.batch.max_documents)
+    click.echo(format_table(reports))
     if json_out:
-        json_out.write_text(json.dumps(report.as_dict(), indent=2, ensure_ascii=False) + "\n")
+        json_out.write_text(json.dumps(as_json(reports, corpus), indent=2, ensure_ascii=False) + "\n")
+
+
+@cli.group("demo-model")
+def demo_model() -> None:
+    """Train and export the shipped demo model (model/demo/)."""
+
+
+@demo_model.command("build")
+@click.option(
+    "--train-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Checkpoints and snapshots (default: ~/.cache/seqstream/demo-train).",
+)
+@click.option("--stop-after", type=float, default=None, help="Seconds to train in this run; rerun to resume.")
+@click.option("--steps", type=int, default=None, help="Train to this step (default: the plan's).")
+def demo_model_build(train_dir: Path | None, stop_after: float | None, steps: int | None) -> None:
+    """Train the demo model from its seed, resuming from the last checkpoint if there is one.
+
+    --steps beyond the plan's end continues a finished run with a new cosine to that step (recorded
+    in the manifest's `schedule`)."""
+    from dataclasses import replace
+
+    from ops.demo_model import DEMO_PLAN, TRAIN_DIR, build
+
+    plan = replace(DEMO_PLAN, recipe=replace(DEMO_PLAN.recipe, steps=steps)) if steps else DEMO_PLAN
+    snapshot = build(plan, train_dir or TRAIN_DIR, log=click.echo, stop_after_s=stop_after)
+    click.echo(f"snapshot: {snapshot}; `seqstream demo-model export` evaluates and ships the best")
+
+
+@demo_model.command("export")
+@click.option(
+    "--train-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where `build` wrote its snapshots (default: ~/.cache/seqstream/demo-train).",
+)
+@click.option("--documents", type=int, default=200, show_default=True, help="Held-out documents to evaluate on.")
+@click.option("--candidates", type=int, default=2, show_default=True, help="How many of the last snapshots to try.")
+def demo_model_export(train_dir: Path | None, documents: int, candidates: int) -> None:
+    """Evaluate the latest snapshots on a held-out corpus and ship the best to model/demo/."""
+    from ops.demo_model import TRAIN_DIR, export_best
+
+    shipped, table = export_best(train_dir or TRAIN_DIR, documents, candidates, log=click.echo)
+    click.echo(table)
+    click.echo(f"exported to {shipped}")
 
 
 def _engine(settings: Settings):

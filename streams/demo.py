@@ -17,7 +17,6 @@ from pathlib import Path
 import click
 import msgspec
 
-from model.config import DEFAULT_MODEL
 from ops.samples import sample_documents
 from streams.kafka_io import consume, produce_lines
 from streams.settings import Settings
@@ -73,29 +72,19 @@ def run_demo(settings: Settings, documents: int, keep_running: bool) -> None:
 
 
 def _model_path(path: str) -> str:
-    """SeqGPT if it can be loaded here; otherwise a tiny demo model, announced as such."""
-    if path != DEFAULT_MODEL or Path(path).is_dir() or _in_hub_cache(path):
-        return path
-    from model.tiny import build_tiny_bloom
+    """SeqGPT if it can be loaded here; otherwise the shipped demo model, announced as such."""
+    from model.loading import resolve_model_path
 
-    directory = DEMO_DIR / "model"
-    if not directory.is_dir():
-        texts = [raw["text"] for raw, _ in sample_documents(200, seed=0)]
-        build_tiny_bloom(directory, texts)
-    click.secho(
-        f"SeqGPT-560M is not available offline; using the DEMO MODEL at {directory} (random weights: "
-        "every record goes to review with entropy alarms). "
-        "Point SEQSTREAM_MODEL__PATH at a SeqGPT copy for real output.",
-        fg="yellow",
-        bold=True,
-    )
-    return str(directory)
-
-
-def _in_hub_cache(repo_id: str) -> bool:
-    from huggingface_hub import try_to_load_from_cache
-
-    return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+    resolved, standing_in = resolve_model_path(path)
+    if standing_in:
+        click.secho(
+            f"SeqGPT-560M is not available offline; using the DEMO MODEL at {resolved} (a small model trained "
+            "on generated documents: its output shows the pipeline, not SeqGPT's quality). "
+            "Point SEQSTREAM_MODEL__PATH at a SeqGPT copy for real output.",
+            fg="yellow",
+            bold=True,
+        )
+    return resolved
 
 
 def _start_worker(settings: Settings) -> subprocess.Popen:

@@ -40,6 +40,14 @@ FILLER = [
 ]
 
 
+def years_later(day: date, years: int) -> date:
+    """The same day `years` later; 29 February becomes 28 February in a common year."""
+    try:
+        return day.replace(year=day.year + years)
+    except ValueError:
+        return day.replace(year=day.year + years, day=28)
+
+
 def contract(fake: Faker, rng: random.Random, b: DocumentBuilder, target: int) -> None:
     employer, agency = company(fake, rng), company(fake, rng)
     employee = fake.name()
@@ -60,7 +68,7 @@ def contract(fake: Faker, rng: random.Random, b: DocumentBuilder, target: int) -
     b.pad_to(b.length + target // 3, FILLER[:8], rng)
     if rng.random() >= MISSING:
         start = signed + timedelta(days=rng.randrange(1, 30))
-        end = start.replace(year=start.year + years) - timedelta(days=1)
+        end = years_later(start, years) - timedelta(days=1)
         b.text("\n一、合同期限：本合同为固定期限劳动合同，期限").value("合同期限", term)
         b.text("，自").mention(date_text(rng, start)).text("起至").mention(date_text(rng, end)).text("止。")
     b.text(f"\n二、工作内容：乙方同意根据甲方工作需要，担任{rng.choice(POSITIONS)}岗位。")

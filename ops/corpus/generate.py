@@ -90,6 +90,12 @@ def write_corpus(path: Path, documents: Iterator[GeneratedDocument]) -> int:
     return count
 
 
+def read_kinds(path: Path) -> dict[str, str]:
+    """doc_id -> document kind, from a corpus file's sidecar."""
+    lines = truth_path(path).read_text(encoding="utf-8").splitlines()
+    return {entry["doc_id"]: entry["kind"] for entry in map(json.loads, filter(str.strip, lines))}
+
+
 def read_truth(path: Path) -> dict[str, dict[str, list[str]]]:
     """doc_id -> label -> values, from a corpus file's sidecar."""
     out = {}
