@@ -27,6 +27,8 @@ from model.token_bytes import TokenBytes
 
 # Up to this many end positions, a value's continuations are sliced per position, else gathered.
 FEW_ENDS = 32
+# Documents whose match index stays built: a few micro-batches' worth.
+INDEXES_KEPT = 128
 
 
 class SourceIndex:
@@ -224,9 +226,15 @@ class Constrainer:
         self.vocab = vocab
         self.eos_id = eos_id
         self.device = device
+        # The validation loop asks again for the documents of the batch in hand: index each once.
+        self._indexes: dict[str, SourceIndex] = {}
 
     def rows(
         self, text: str, chunks: Sequence[tuple[str, ...]], types: Mapping[str, FieldType] | None = None
     ) -> list[RowConstraint]:
-        index = SourceIndex(text, self.vocab, self.device)
+        index = self._indexes.get(text)
+        if index is None:
+            if len(self._indexes) >= INDEXES_KEPT:
+                del self._indexes[next(iter(self._indexes))]  # the oldest: batches come in order
+            index = self._indexes[text] = SourceIndex(text, self.vocab, self.device)
         return [RowConstraint(Grammar(index.source, chunk, types), index, self.eos_id) for chunk in chunks]

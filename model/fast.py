@@ -120,41 +120,39 @@ class FastEngine:
         timings.tokenize_ms = ms_since(started)
 
         generations: list[list[Generation]] = [[] for _ in docs]
-        for group in self.plan([prompts for _, prompts, _ in encoded]):
+        for group in self.plan([e.prompts for e in encoded]):
             for doc_prompts in group:
-                doc = docs[doc_prompts.index]
+                doc, e = docs[doc_prompts.index], encoded[doc_prompts.index]
                 if self.settings.constrained and doc.task == "extract":
-                    doc_prompts.constraints = self.constrainer.rows(
-                        doc.text, encoded[doc_prompts.index][0], doc.field_types
-                    )
+                    doc_prompts.constraints = self.constrainer.rows(e.text, e.chunks, doc.field_types)
             for doc, doc_generations in zip(group, self.generate(group, timings), strict=True):
                 generations[doc.index] = doc_generations
 
         started = time.perf_counter()
         retries = revisit(
             docs,
-            [chunks for chunks, _, _ in encoded],
-            [prompts for _, prompts, _ in encoded],
+            [e.chunks for e in encoded],
+            [e.prompts for e in encoded],
             generations,
             self.decode,
-            lambda d, c: self._row(docs[d], encoded[d][0][c]),
+            lambda d, c: self._row(docs[d], encoded[d].text, encoded[d].chunks[c]),
             lambda requests: self.continue_greedy(requests, timings),
             self.settings.max_new_tokens,
         )
         timings.decode_ms += ms_since(started)
         started = time.perf_counter()
         extractions = [
-            interpret(doc, chunks, generations[i], self.decode, self.settings, truncated, retries[i])
-            for i, (doc, (chunks, _, truncated)) in enumerate(zip(docs, encoded, strict=True))
+            interpret(doc, e.chunks, generations[i], self.decode, self.settings, e.truncated, retries[i])
+            for i, (doc, e) in enumerate(zip(docs, encoded, strict=True))
         ]
         timings.postprocess_ms = ms_since(started)
         tokens = sum(len(g.token_ids) for doc in generations for g in doc)
         return BatchResult(extractions=extractions, timings=timings, generated_tokens=tokens)
 
-    def _row(self, doc: Document, labels: tuple[str, ...]) -> RowConstraint | None:
+    def _row(self, doc: Document, source: str, labels: tuple[str, ...]) -> RowConstraint | None:
         if not self.settings.constrained or doc.task != "extract":
             return None
-        [row] = self.constrainer.rows(doc.text, [labels], doc.field_types)
+        [row] = self.constrainer.rows(source, [labels], doc.field_types)
         return row
 
     def continue_greedy(self, requests: list[Continuation], timings: Timings) -> list[Generation]:

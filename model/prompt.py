@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from transformers import PreTrainedTokenizerBase
 
@@ -58,10 +59,18 @@ def fit_text(
         keep = max(keep - BOUNDARY_SLACK, 1)
 
 
+class EncodedDocument(NamedTuple):
+    chunks: list[tuple[str, ...]]
+    prompts: list[list[int]]  # token ids, one prompt per chunk
+    truncated: bool
+    text: str  # the part of the document the prompts hold: all values must come from it
+
+
 def encode_prompts(
     tokenizer: PreTrainedTokenizerBase, doc: Document, labels_per_prompt: int, max_input_tokens: int
-) -> tuple[list[tuple[str, ...]], list[list[int]], bool]:
-    """The label chunks of a document, the token ids of their prompts, and whether the text was cut."""
+) -> EncodedDocument:
     chunks = prompt_chunks(doc, labels_per_prompt)
     text, truncated = fit_text(tokenizer, doc, chunks, max_input_tokens)
-    return chunks, [encode(tokenizer, build_prompt(text, doc.task, c)) for c in chunks], truncated
+    return EncodedDocument(
+        chunks, [encode(tokenizer, build_prompt(text, doc.task, c)) for c in chunks], truncated, text
+    )

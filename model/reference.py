@@ -94,17 +94,18 @@ class ReferenceEngine:
     def extract(self, docs: Sequence[Document]) -> BatchResult:
         timings = Timings()
         started = time.perf_counter()
-        prompts, chunks, truncated = [], [], []
+        prompts, chunks, truncated, sources = [], [], [], []
         for doc_index, doc in enumerate(docs):
-            doc_chunks, token_ids, was_cut = encode_prompts(
+            encoded = encode_prompts(
                 self.tokenizer, doc, self.settings.labels_per_prompt, self.settings.max_input_tokens
             )
-            chunks.append(doc_chunks)
-            truncated.append(was_cut)
-            rows: list[RowConstraint | None] = [None] * len(token_ids)
+            chunks.append(encoded.chunks)
+            truncated.append(encoded.truncated)
+            sources.append(encoded.text)
+            rows: list[RowConstraint | None] = [None] * len(encoded.prompts)
             if self.settings.constrained and doc.task == "extract":
-                rows = list(self.constrainer.rows(doc.text, doc_chunks, doc.field_types))
-            prompts.extend(Prompt(doc_index, ids, row) for ids, row in zip(token_ids, rows, strict=True))
+                rows = list(self.constrainer.rows(encoded.text, encoded.chunks, doc.field_types))
+            prompts.extend(Prompt(doc_index, ids, row) for ids, row in zip(encoded.prompts, rows, strict=True))
         timings.tokenize_ms = ms_since(started)
 
         generations = self.generate_all(prompts, timings)
@@ -121,7 +122,7 @@ class ReferenceEngine:
             per_doc_prompts,
             per_doc,
             self.decode,
-            lambda d, c: self._row(docs[d], chunks[d][c]),
+            lambda d, c: self._row(docs[d], sources[d], chunks[d][c]),
             lambda requests: self.continue_greedy(requests, timings),
             self.settings.max_new_tokens,
         )
@@ -135,10 +136,10 @@ class ReferenceEngine:
         tokens = sum(len(g.token_ids) for g in generations)
         return BatchResult(extractions=extractions, timings=timings, generated_tokens=tokens)
 
-    def _row(self, doc: Document, labels: tuple[str, ...]) -> RowConstraint | None:
+    def _row(self, doc: Document, source: str, labels: tuple[str, ...]) -> RowConstraint | None:
         if not self.settings.constrained or doc.task != "extract":
             return None
-        [row] = self.constrainer.rows(doc.text, [labels], doc.field_types)
+        [row] = self.constrainer.rows(source, [labels], doc.field_types)
         return row
 
     def continue_greedy(self, requests: list[Continuation], timings: Timings) -> list[Generation]:

@@ -87,7 +87,7 @@ def training_examples(
     eos = int(tokenizer.eos_token_id)
     examples = []
     for doc, values in labelled:
-        _, prompts, _ = encode_prompts(tokenizer, doc, labels_per_prompt, max_input_tokens)
+        prompts = encode_prompts(tokenizer, doc, labels_per_prompt, max_input_tokens).prompts
         for prompt, answer in zip(prompts, answer_texts(doc, values, labels_per_prompt), strict=True):
             answer_ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
             examples.append(TrainingExample(prompt=list(prompt), answer=[*answer_ids, eos]))

@@ -17,6 +17,7 @@ from model.fast import FastEngine
 from model.grammar import Grammar, Source
 from model.loading import load_model
 from model.parse import parse_extraction
+from model.prompt import encode_prompts
 from model.reference import ReferenceEngine
 from model.tiny import build_tiny_bloom
 from model.token_bytes import TokenBytes
@@ -169,3 +170,18 @@ def test_a_typed_value_may_not_start_on_half_a_character_it_cannot_become() -> N
     assert not grammar.viable(0, "招".encode()[:2])
     assert grammar.viable(0, "１".encode()[:2])  # a full-width digit, half read
     assert grammar.viable(0, "１３８ 00".encode())
+
+
+def test_values_come_only_from_the_text_the_prompt_holds(random_model) -> None:
+    # A document cut at its tail: what the model never saw cannot be copied either.
+    loaded, settings_ = random_model
+    settings_ = msgspec.structs.replace(settings_, max_input_tokens=48)
+    engine = FastEngine(loaded, settings_)
+    texts = [raw["text"] for raw, _ in sample_documents(8, seed=3)]
+    # Each head is followed by other documents' text, so a value copied from the tail would show.
+    docs = [document(texts[i] + "".join(texts[4:]) * 2, ("甲方", "乙方", "金额"), f"d{i}") for i in range(4)]
+    for doc, extraction in zip(docs, engine.extract(docs).extractions, strict=True):
+        held = encode_prompts(loaded.tokenizer, doc, settings_.labels_per_prompt, settings_.max_input_tokens)
+        assert held.truncated and len(held.text) < len(doc.text)
+        assert all(s.end <= len(held.text) for spans in extraction.fields.values() for s in spans)
+        assert all(r.code != ReviewCode.NOT_IN_SOURCE for r in extraction.reasons)

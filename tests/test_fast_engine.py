@@ -105,7 +105,7 @@ def test_same_greedy_tokens_and_logits_as_transformers(peaky_model, sharing: boo
     loaded, settings = peaky_model
     engine = FastEngine(loaded, settings, prefix_sharing=sharing)
     docs = many_labels_documents(130, seed=8)
-    per_doc = [encode_prompts(loaded.tokenizer, d, 6, 1024)[1] for d in docs]
+    per_doc = [encode_prompts(loaded.tokenizer, d, 6, 1024).prompts for d in docs]
     assert sum(len(p) for p in per_doc) >= 200
     # Mixed batch compositions: groups of 1 to 9 documents, lengths interleaved as they come.
     rng = random.Random(1)
@@ -135,7 +135,7 @@ def test_same_greedy_tokens_and_logits_as_transformers(peaky_model, sharing: boo
 def test_backends_agree_with_each_other(peaky_model) -> None:
     loaded, settings = peaky_model
     docs = many_labels_documents(12, seed=9)
-    per_doc = [encode_prompts(loaded.tokenizer, d, 6, 1024)[1] for d in docs]
+    per_doc = [encode_prompts(loaded.tokenizer, d, 6, 1024).prompts for d in docs]
     groups = [[DocPrompts(j, per_doc[j], shared_prefix(per_doc[j])) for j in range(len(docs))]]
     results = {}
     for backend in available_backends(torch.device("cpu")):
@@ -174,7 +174,7 @@ def test_output_does_not_depend_on_batch_mates(peaky_model) -> None:
 def test_compiled_decode_step_matches_eager(peaky_model) -> None:
     loaded, settings = peaky_model
     docs = many_labels_documents(6, seed=11)
-    per_doc = [encode_prompts(loaded.tokenizer, d, 6, 1024)[1] for d in docs]
+    per_doc = [encode_prompts(loaded.tokenizer, d, 6, 1024).prompts for d in docs]
     groups = [[DocPrompts(j, per_doc[j], shared_prefix(per_doc[j])) for j in range(len(docs))]]
     compiled_engine = FastEngine(loaded, settings, compile_decode=True)
     assert compiled_engine.info.attention.endswith("+compiled")

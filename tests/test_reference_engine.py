@@ -29,7 +29,7 @@ def test_generation_is_plain_greedy(reference_engine) -> None:
     """Each generated token is the argmax of a fresh full forward pass over the prompt so far."""
     model = reference_engine.loaded.model
     doc = documents(1)[0]
-    _, [prompt, *_], _ = encode_prompts(reference_engine.tokenizer, doc, 6, 1024)
+    [prompt, *_] = encode_prompts(reference_engine.tokenizer, doc, 6, 1024).prompts
     # No row constraint: generate() is transformers' own greedy, the oracle.
     [generation] = reference_engine.generate([Prompt(0, prompt)], reference_engine.extract([doc]).timings)
     ids = list(prompt)
