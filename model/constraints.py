@@ -24,6 +24,7 @@ import torch
 from model.field_types import FieldType
 from model.grammar import Config, Grammar, Source, Value, ValueStart
 from model.token_bytes import TokenBytes
+from schemas.messages import Document
 
 # Up to this many end positions, a value's continuations are sliced per position, else gathered.
 FEW_ENDS = 32
@@ -238,3 +239,12 @@ class Constrainer:
                 del self._indexes[next(iter(self._indexes))]  # the oldest: batches come in order
             index = self._indexes[text] = SourceIndex(text, self.vocab, self.device)
         return [RowConstraint(Grammar(index.source, chunk, types), index, self.eos_id) for chunk in chunks]
+
+    def for_document(
+        self, doc: Document, source: str, chunks: Sequence[tuple[str, ...]], constrained: bool
+    ) -> list[RowConstraint] | None:
+        """One row per prompt of `doc`, or None where its decoding is free: the constraint is off, or
+        the task is classification, whose answer is not copied from the text."""
+        if not constrained or doc.task != "extract":
+            return None
+        return self.rows(source, chunks, doc.field_types)

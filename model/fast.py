@@ -123,8 +123,9 @@ class FastEngine:
         for group in self.plan([e.prompts for e in encoded]):
             for doc_prompts in group:
                 doc, e = docs[doc_prompts.index], encoded[doc_prompts.index]
-                if self.settings.constrained and doc.task == "extract":
-                    doc_prompts.constraints = self.constrainer.rows(e.text, e.chunks, doc.field_types)
+                doc_prompts.constraints = (
+                    self.constrainer.for_document(doc, e.text, e.chunks, self.settings.constrained) or []
+                )
             for doc, doc_generations in zip(group, self.generate(group, timings), strict=True):
                 generations[doc.index] = doc_generations
 
@@ -150,10 +151,8 @@ class FastEngine:
         return BatchResult(extractions=extractions, timings=timings, generated_tokens=tokens)
 
     def _row(self, doc: Document, source: str, labels: tuple[str, ...]) -> RowConstraint | None:
-        if not self.settings.constrained or doc.task != "extract":
-            return None
-        [row] = self.constrainer.rows(source, [labels], doc.field_types)
-        return row
+        rows = self.constrainer.for_document(doc, source, [labels], self.settings.constrained)
+        return rows[0] if rows else None
 
     def continue_greedy(self, requests: list[Continuation], timings: Timings) -> list[Generation]:
         """Greedy continuations of prompts extended by kept tokens (the validation loop's re-decodes)."""

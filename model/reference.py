@@ -102,9 +102,8 @@ class ReferenceEngine:
             chunks.append(encoded.chunks)
             truncated.append(encoded.truncated)
             sources.append(encoded.text)
-            rows: list[RowConstraint | None] = [None] * len(encoded.prompts)
-            if self.settings.constrained and doc.task == "extract":
-                rows = list(self.constrainer.rows(encoded.text, encoded.chunks, doc.field_types))
+            constrained = self.constrainer.for_document(doc, encoded.text, encoded.chunks, self.settings.constrained)
+            rows: list[RowConstraint | None] = list(constrained or [None] * len(encoded.prompts))
             prompts.extend(Prompt(doc_index, ids, row) for ids, row in zip(encoded.prompts, rows, strict=True))
         timings.tokenize_ms = ms_since(started)
 
@@ -137,10 +136,8 @@ class ReferenceEngine:
         return BatchResult(extractions=extractions, timings=timings, generated_tokens=tokens)
 
     def _row(self, doc: Document, source: str, labels: tuple[str, ...]) -> RowConstraint | None:
-        if not self.settings.constrained or doc.task != "extract":
-            return None
-        [row] = self.constrainer.rows(source, [labels], doc.field_types)
-        return row
+        rows = self.constrainer.for_document(doc, source, [labels], self.settings.constrained)
+        return rows[0] if rows else None
 
     def continue_greedy(self, requests: list[Continuation], timings: Timings) -> list[Generation]:
         """Greedy continuations of prompts extended by kept tokens (the validation loop's re-decodes)."""
