@@ -1,12 +1,12 @@
 """Copy-draft decoding: guess several next tokens, check them all in one forward pass, and keep
 exactly what step-by-step constrained greedy would have chosen.
 
-The guesses are cheap because the answer is mostly copied: tokens the grammar forces, then the
-prompt's own tokens after the last place where the answer's recent tokens occur in it (the source
-text continuing after the value so far). Verification takes, at each drafted position, the greedy
-choice of the masked logits; a draft is kept while it equals that choice, and the first choice that
-differs is kept too. So every forward pass yields at least one token and the output is the
-step-by-step one, token for token.
+The guesses are cheap because the answer is mostly copied or fixed: tokens the grammar forces, the
+next label in the order the prompt asks for them, and inside a value the prompt's own tokens after
+the last place where the answer's recent tokens occur in it (the source text continuing the value).
+Verification takes, at each drafted position, the greedy choice of the masked logits; a draft is
+kept while it equals that choice, and the first choice that differs is kept too. So every forward
+pass yields at least one token and the output is the step-by-step one, token for token.
 """
 
 from __future__ import annotations
@@ -17,11 +17,14 @@ import torch
 
 from model.attention import Attend
 from model.bloom import Bloom
-from model.constraints import BatchConstraint, RowConstraint
+from model.constraints import FEW, BatchConstraint, RowConstraint
+from model.grammar import Config, Line, Value
 from model.signals import StepSignals, step_signals
+from model.token_bytes import VALUE_BREAKS, TokenBytes
 
-# Longest run of recent answer tokens looked up in the prompt; shorter runs are tried after.
-LOOKUP_TOKENS = 3
+# Longest run of recent answer tokens looked up in the prompt; shorter runs are tried after. Long
+# enough to tell apart two places a short value occurs (a name in the parties and in the signature).
+LOOKUP_TOKENS = 8
 
 
 class PromptIndex:
@@ -43,23 +46,81 @@ class PromptIndex:
 
 
 def propose(row: RowConstraint | None, prompt: PromptIndex, generated: Sequence[int], limit: int) -> list[int]:
-    """Up to `limit` tokens greedy may well choose after `generated`."""
+    """Up to `limit` tokens greedy may well choose after `generated`: what the grammar forces; at a
+    line's start the next unanswered label in the order asked (answers follow it); inside a value,
+    the prompt's tokens after the answer's last ones (the source text continuing the value), up to
+    the first tab or newline, after which the grammar guesses again. A guess the grammar forbids
+    ends the draft: constrained greedy never takes it."""
+    if row is None or row.ended:
+        return copied(prompt, generated, limit)
     draft: list[int] = []
-    if row is not None and not row.ended:
-        configs = row.configs
-        while len(draft) < limit and configs:
-            legal = row.allowed(configs)
-            if legal.numel() != 1 or int(legal) == row.eos_id:
-                break
-            draft.append(int(legal))
-            configs = row.after(configs, draft[-1])
-    tail = [*generated, *draft]
-    for n in range(min(LOOKUP_TOKENS, len(tail)), 0, -1):
-        following = prompt.after(tail[-n:], limit - len(draft))
-        if following is not None:
-            draft += following
+    configs = row.configs
+    while len(draft) < limit and configs:
+        guess = grammar_guess(row, configs)
+        if guess is None:
             break
-    return draft[:limit]
+        if not guess and any(isinstance(c, Value) for c in configs):
+            guess = copied(prompt, [*generated, *draft], limit - len(draft))
+            breaks = [i for i, t in enumerate(guess) if VALUE_BREAKS.intersection(row.vocab.by_id[t] or b"")]
+            guess = guess[: breaks[0] + 1] if breaks else guess
+        if not guess:
+            break  # a value starts here: the model picks which, a lookup would only guess
+        for token in guess[: limit - len(draft)]:
+            configs = row.after(configs, token)
+            if not configs:
+                return draft
+            draft.append(token)
+    return draft
+
+
+def grammar_guess(row: RowConstraint, configs: frozenset[Config]) -> list[int] | None:
+    """The tokens the grammar forces or suggests next; None where it forces the end."""
+    legal = row.allowed(configs)
+    if legal.numel() <= FEW:
+        spellings = {row.vocab.by_id[t] if t != row.eos_id else None for t in legal.tolist()}
+        if spellings == {None}:
+            return None
+        if len(spellings) == 1:
+            # One legal text, maybe under several ids (a byte-fallback twin): the tokenizer's own.
+            return [row.vocab.ids[spellings.pop()][0]]
+    return next_label(row, configs)
+
+
+def copied(prompt: PromptIndex, tail: Sequence[int], limit: int) -> list[int]:
+    """The prompt's tokens after the longest run of `tail`'s last tokens that occurs in it."""
+    for n in range(min(LOOKUP_TOKENS, len(tail)), 0, -1):
+        following = prompt.after(tail[-n:], limit)
+        if following is not None:
+            return following
+    return []
+
+
+def next_label(row: RowConstraint, configs: frozenset[Config]) -> list[int]:
+    """At a line's head, the rest of the first unanswered label (and its `: `) that it may still
+    spell, in tokens (longest first: the spelling a tokenizer gives); empty where that is not a guess."""
+    line = next(iter(configs))
+    if len(configs) != 1 or not isinstance(line, Line):
+        return []
+    for i, head in enumerate(row.grammar.heads):
+        if not line.answered >> i & 1 and head.startswith(line.prefix):
+            return spell(row.vocab, head[len(line.prefix) :])
+    return []
+
+
+def spell(vocab: TokenBytes, data: bytes) -> list[int]:
+    """`data` as tokens, each the longest token its remaining bytes start with; empty if some byte
+    has no token."""
+    tokens: list[int] = []
+    while data:
+        for size in range(len(data), 0, -1):
+            ids = vocab.ids.get(data[:size])
+            if ids:
+                tokens.append(ids[0])
+                data = data[size:]
+                break
+        else:
+            return []
+    return tokens
 
 
 def decode_with_drafts(
@@ -74,8 +135,9 @@ def decode_with_drafts(
     constraint: BatchConstraint | None,
     prompts: Sequence[Sequence[int]],
     draft_tokens: int,
-) -> tuple[list[StepSignals], int]:
-    """What `decode_n_tokens` returns, with per-step `taken` rows, and the forward passes it made."""
+) -> tuple[list[StepSignals], int, list[int]]:
+    """What `decode_n_tokens` returns, with per-step `taken` rows; the forward passes it made, and
+    per row the passes it was decoded in (fewer than the batch's where other rows take longer)."""
     rows = logits.shape[0]
     done = ended.tolist()
     generated: list[list[int]] = [[] for _ in range(rows)]
@@ -83,6 +145,7 @@ def decode_with_drafts(
     trash = model.caches[0].k.shape[1] - 1
     steps: list[StepSignals] = []
     passes = 0
+    row_passes = [0] * rows
     indexes = [PromptIndex(p) for p in prompts]
     # Per row, how many tokens to draft: halved when a whole draft is rejected, doubled when one is
     # kept whole. A row whose guesses keep failing then costs a pass little more than a plain step
@@ -107,6 +170,8 @@ def decode_with_drafts(
         every = model.every_logits(torch.tensor(tokens, device=device), torch.tensor(q_pos, device=device), attend)
         passes += 1
         verifying = [not d for d in done]
+        for r, on in enumerate(verifying):
+            row_passes[r] += on
         for j in range(width):
             picked = _take(steps, every[:, j], verifying, constraint, top_k, generated, done, eos_id, max_new_tokens)
             kept = [verifying[r] and j < len(drafts[r]) and picked[r] == drafts[r][j] for r in range(rows)]
@@ -122,7 +187,7 @@ def decode_with_drafts(
                 budget[r] = _next_budget(budget[r], j, len(drafts[r]), draft_tokens)
             if not any(verifying):
                 break
-    return steps, passes
+    return steps, passes, row_passes
 
 
 def _next_budget(budget: int, kept: int, drafted: int, most: int) -> int:

@@ -94,6 +94,10 @@ class FastEngine:
         self.decode_step = step
         # Batches through the model (prefills and decode steps), a running count for benchmarks.
         self.forward_passes = 0
+        # Answers decoded, and the decode passes each took part in: with drafts a row's passes drop
+        # even where the batch's do not (a batch runs as long as its slowest row).
+        self.answers = 0
+        self.answer_passes = 0
         # Per pool ("rows" for prompts, "prefix" for shared prefixes): full-length buffers per batch
         # bucket, and the (batch, length) views handed to the model.
         self._buffers: dict[tuple[str, int], nn.ModuleList] = {}
@@ -223,7 +227,7 @@ class FastEngine:
             constraint = BatchConstraint([c for d in docs for c in (d.constraints or [None] * len(d.prompts))])
         self.forward_passes += len(logits) - 1 + (1 if any(d.shared for d in docs) else 0)
         if self.drafts and observe is None:
-            steps, passes = decode_with_drafts(
+            steps, passes, row_passes = decode_with_drafts(
                 self.model,
                 self.attend,
                 torch.cat(logits),
@@ -250,8 +254,11 @@ class FastEngine:
                 constraint,
             )
             passes = len(steps) - 1
+            row_passes = None
         self.forward_passes += passes
         flat = collect_generations(steps, self.eos_id)[: len(rows)]
+        self.answers += len(flat)
+        self.answer_passes += sum(row_passes[: len(rows)]) if row_passes else sum(len(g.token_ids) - 1 for g in flat)
         timings.decode_ms += ms_since(decode_started)
         if constraint is not None:
             timings.constrain_ms += constraint.seconds * 1000

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -15,6 +16,7 @@ from transformers import PreTrainedTokenizerBase
 
 # Bytes a value never contains: they separate values and lines in the answer format.
 VALUE_BREAKS = frozenset(b"\t\n")
+_BYTE_PIECE = re.compile(r"<0x[0-9A-Fa-f]{2}>")
 
 
 @functools.cache
@@ -55,8 +57,11 @@ class TokenBytes:
             else:
                 by_id.append(tokenizer.decode([token_id]).encode() or None)
         ids: dict[bytes, tuple[int, ...]] = {}
-        for token_id, data in enumerate(by_id):
-            if data:
+        # Byte-fallback pieces (<0x3A>) repeat the bytes of ordinary tokens (:), which the tokenizer
+        # always prefers: list them last, so ids[data][0] is the spelling a tokenizer gives.
+        fallback = [bool(_BYTE_PIECE.fullmatch(piece or "")) for piece in pieces]
+        for token_id in sorted(range(len(by_id)), key=lambda i: fallback[i]):
+            if data := by_id[token_id]:
                 ids[data] = (*ids.get(data, ()), token_id)
         return cls(by_id=by_id, ids=ids, ordered=sorted(ids))
 

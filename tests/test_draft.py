@@ -7,11 +7,15 @@ from pathlib import Path
 
 import msgspec
 import pytest
+import torch
 
 from model.config import EngineSettings
+from model.constraints import Constrainer
 from model.draft import PromptIndex, propose
 from model.fast import FastEngine
 from model.loading import load_model
+from model.prompt import build_prompt
+from model.token_bytes import TokenBytes
 from ops.corpus import generate_corpus
 from schemas.messages import Document
 from tests.conftest import memorised_documents
@@ -58,3 +62,43 @@ def test_a_draft_continues_the_prompt_after_the_answers_last_tokens() -> None:
     assert propose(None, prompt, [42, 7, 8], 3) == [12]  # the last occurrence, cut by the prompt's end
     assert propose(None, prompt, [42, 12], 3) == []
     assert propose(None, prompt, [42], 3) == []
+
+
+@pytest.fixture(scope="module")
+def demo_tokenizer():
+    from transformers import AutoTokenizer
+
+    from ops.demo_model import DEMO_DIR
+
+    return AutoTokenizer.from_pretrained(DEMO_DIR)
+
+
+def draft_after(tokenizer, text: str, labels: tuple[str, ...], answer: str, limit: int = 32) -> str:
+    """What the proposer drafts after `answer`, given the document's prompt."""
+    vocab = TokenBytes.from_tokenizer(tokenizer)
+    [row] = Constrainer(vocab, tokenizer.eos_token_id, torch.device("cpu")).rows(text, [labels])
+    generated = tokenizer(answer, add_special_tokens=False)["input_ids"]
+    for token in generated:
+        row.advance(token)
+    prompt = PromptIndex(tokenizer(build_prompt(text, "extract", labels), add_special_tokens=False)["input_ids"])
+    return tokenizer.decode(propose(row, prompt, generated, limit))
+
+
+def test_a_byte_fallback_twin_is_not_the_spelling_drafts_use(demo_tokenizer) -> None:
+    # The demo tokenizer has `:` and its byte-fallback twin `<0x3A>`; the model writes the first.
+    vocab = TokenBytes.from_tokenizer(demo_tokenizer)
+    assert len(vocab.ids[b":"]) == 2
+    assert vocab.ids[b":"][0] == demo_tokenizer.convert_tokens_to_ids(":")
+
+
+def test_drafts_spell_the_next_label_and_copy_a_value_through_its_line_end(demo_tokenizer) -> None:
+    text, labels = "甲方：华成公司\n乙方：李建\n", ("甲方", "乙方")
+    assert draft_after(demo_tokenizer, text, labels, "") == "甲方: "
+    # The value continues as the source does, through its newline, and the next label follows.
+    assert draft_after(demo_tokenizer, text, labels, "甲方: 华") == "成公司\n乙方: "
+    # `None` is forced once begun (no N in the text), then the next line's label.
+    assert draft_after(demo_tokenizer, text, labels, "甲方: N") == "one\n乙方: "
+    # Where a value starts the model chooses: nothing is drafted.
+    assert draft_after(demo_tokenizer, text, labels, "甲方: 华成公司\n乙方: ") == ""
+    assert draft_after(demo_tokenizer, text, labels, "甲方: ", limit=2) == ""
+    assert draft_after(demo_tokenizer, text, labels, "", limit=2) == "甲方"
