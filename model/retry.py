@@ -5,6 +5,10 @@ next-best legal token replaces the greedy one and decoding goes on greedily, at 
 `RETRIES_PER_VALUE` times per value, each from the first generation. Deterministic: the same
 generation always gives the same alternatives in the same order. A value still failing keeps the
 first generation's text and goes to review with its reason (model/validate.py).
+
+A person's or organisation's name that fails its lexicon (model/lexicon.py) is re-decoded locally:
+the value only, up to where it ends, and the rest of the answer stays as it was. Other failures
+decode on to the end, as a value that was wrong can make what follows it wrong too.
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ from model.validate import Decode, cut_off, detokenize, piece_steps, step_margin
 from schemas.messages import Document
 
 RETRIES_PER_VALUE = 3
+# Types re-decoded as a value only, and the most tokens such a value may take.
+LOCAL_TYPES = frozenset({"person", "organisation"})
+LOCAL_VALUE_TOKENS = 32
 
 
 @dataclass
@@ -42,6 +49,7 @@ class Revisit:
     chunk: int
     label: str
     step: int
+    end: int  # the step after the failing value's last token
     alternatives: list[int]
     base: Generation  # the generation the alternatives come from
     attempts: int = 0
@@ -54,7 +62,8 @@ class ChunkState:
 
 
 def first_failure(doc: Document, labels: Sequence[str], generation: Generation, decode: Decode, skip: set[str]):
-    """(label, step) of the earliest failing value of a label not in `skip`, or None."""
+    """(label, step, end) of the earliest failing value of a label not in `skip`, or None: its least
+    certain step, and the step after its last token."""
     output, ends = detokenize(generation.token_ids, decode)
     answer = parse_extraction(output, labels, doc.text.__contains__)
     failing = []
@@ -65,7 +74,8 @@ def first_failure(doc: Document, labels: Sequence[str], generation: Generation, 
             steps = piece_steps(piece, ends)
             # A value cut by the token limit would be cut again: only the limit can fix it.
             if steps and not cut_off(generation, piece, output) and value_problem(doc, label, piece.text) is not None:
-                failing.append((min(steps), label, min(steps, key=lambda s: step_margin(generation, s))))
+                least = min(steps, key=lambda s: step_margin(generation, s))
+                failing.append((min(steps), label, least, max(steps) + 1))
                 break
     return min(failing)[1:] if failing else None
 
@@ -93,6 +103,33 @@ def splice(base: Generation, step: int, token: int, rest: Generation) -> Generat
         finished=rest.finished,
         forced=flags(base.forced, rest.forced),
         drafted=flags(base.drafted, rest.drafted),
+    )
+
+
+def splice_value(base: Generation, step: int, end: int, token: int, rest: Generation, decode: Decode):
+    """`base` with its value's steps from `step` to `end` replaced by `token` and `rest` up to where
+    the new value ends (a tab, newline or end of sequence); `base` from `end` on kept. None if the
+    new value did not end within `rest`."""
+    local = [token, *rest.token_ids]
+    stop = next((i for i, t in enumerate(local) if "\t" in decode([t]) or "\n" in decode([t])), None)
+    if stop is None and rest.finished:
+        stop = len(local) - 1  # the end-of-sequence token
+    if stop is None:
+        return None
+    whole, keep = splice(base, step, token, rest), step + stop
+
+    def joined(new: list, old: list) -> list:
+        return [*new[:keep], *old[end:]] if old else []
+
+    return Generation(
+        token_ids=joined(whole.token_ids, base.token_ids),
+        probs=joined(whole.probs, base.probs),
+        entropies=joined(whole.entropies, base.entropies),
+        top_ids=joined(whole.top_ids, base.top_ids),
+        top_probs=joined(whole.top_probs, base.top_probs),
+        finished=base.finished,
+        forced=joined(whole.forced, base.forced),
+        drafted=joined(whole.drafted, base.drafted),
     )
 
 
@@ -124,13 +161,22 @@ def revisit(
             if row is not None:
                 for t in prefix:
                     row.advance(t)
-            requests.append(Continuation(prompts[r.doc][r.chunk], prefix, row, max_new_tokens - len(prefix)))
-            tried.append((r, token))
+            # Unconstrained, a token may run from the value into what follows: no local cut there.
+            local = row is not None and docs[r.doc].field_types.get(r.label) in LOCAL_TYPES
+            room = max_new_tokens - len(prefix)
+            requests.append(
+                Continuation(prompts[r.doc][r.chunk], prefix, row, min(room, LOCAL_VALUE_TOKENS) if local else room)
+            )
+            tried.append((r, token, local))
         still_open = []
-        for (r, token), rest in zip(tried, continue_greedy(requests), strict=True):
+        for (r, token, local), rest in zip(tried, continue_greedy(requests), strict=True):
             state = states[r.doc][r.chunk]
-            candidate = splice(r.base, r.step, token, rest)
-            fixed = not _label_fails(docs[r.doc], chunks[r.doc][r.chunk], candidate, decode, r.label)
+            if local:
+                candidate = splice_value(r.base, r.step, r.end, token, rest, decode)
+            else:
+                candidate = splice(r.base, r.step, token, rest)
+            labels = chunks[r.doc][r.chunk]
+            fixed = candidate is not None and not _label_fails(docs[r.doc], labels, candidate, decode, r.label)
             state.retries[r.label] = r.attempts
             if fixed:
                 state.generation = candidate
@@ -149,12 +195,12 @@ def _next_revisit(docs, chunks, states, d: int, c: int, decode: Decode) -> list[
     found = first_failure(docs[d], chunks[d][c], state.generation, decode, set(state.retries))
     if found is None:
         return []
-    label, step = found
+    label, step, end = found
     options = alternatives(state.generation, step)
     if not options:
         state.retries[label] = 0
         return _next_revisit(docs, chunks, states, d, c, decode)
-    return [Revisit(d, c, label, step, options, state.generation)]
+    return [Revisit(d, c, label, step, end, options, state.generation)]
 
 
 def _label_fails(doc: Document, labels: Sequence[str], generation: Generation, decode: Decode, label: str) -> bool:

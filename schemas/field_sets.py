@@ -17,12 +17,21 @@ FIELD_SETS: dict[str, tuple[str, ...]] = {
     "medical": ("患者姓名", "性别", "年龄", "就诊日期", "诊断结果", "主治医师", "医院名称"),
 }
 
-# Only labels whose values have one unambiguous form are typed: a typed value that does not fit goes to
-# review, so names (甲方 may be a person or a company) and free text stay untyped.
+# Only labels whose values have one form are typed: a typed value that does not fit goes to review.
+# Names are typed where the label says whose they are (a person's or an organisation's): the lexicon
+# check lets the validation loop re-decode a name that is none. 甲方 and 乙方 may be either, and free
+# text has no form, so they stay untyped.
 FIELD_SET_TYPES: dict[str, dict[str, FieldType]] = {
     "contract": {"签约日期": "date", "合同金额": "amount"},
-    "resume": {"出生日期": "date", "手机号码": "phone", "电子邮箱": "email"},
-    "job_ad": {"联系电话": "phone"},
-    "news": {"发布日期": "date"},
-    "medical": {"就诊日期": "date"},
+    "resume": {
+        "姓名": "person",
+        "出生日期": "date",
+        "手机号码": "phone",
+        "电子邮箱": "email",
+        "毕业院校": "organisation",
+        "工作单位": "organisation",
+    },
+    "job_ad": {"公司名称": "organisation", "联系电话": "phone"},
+    "news": {"发布机构": "organisation", "发布日期": "date", "人物": "person", "组织机构": "organisation"},
+    "medical": {"患者姓名": "person", "就诊日期": "date", "主治医师": "person", "医院名称": "organisation"},
 }

@@ -13,7 +13,7 @@ from model.fast import FastEngine
 from model.field_types import FieldType, matches
 from model.loading import load_model
 from model.reference import ReferenceEngine
-from model.retry import RETRIES_PER_VALUE
+from model.retry import RETRIES_PER_VALUE, splice_value
 from model.signals import Generation
 from model.validate import Extraction
 from ops.corpus import generate_corpus
@@ -102,3 +102,59 @@ def test_margin_is_the_least_certain_steps_gap(memorised) -> None:
     generation: Generation = e.traces[0].generation
     gaps = [p - sorted(top)[-2] for p, top in zip(generation.probs, generation.top_probs, strict=True)]
     assert min(s.margin for s in spans) >= min(gaps) - 1e-9
+
+
+def generation(tokens: str, finished: bool = True) -> Generation:
+    """A generation over one-character tokens (id = code point), with made-up signals."""
+    ids = [ord(c) for c in tokens] + ([0] if finished else [])
+    return Generation(
+        token_ids=ids,
+        probs=[0.5] * len(ids),
+        entropies=[1.0] * len(ids),
+        top_ids=[[t, ord("丁")] for t in ids],
+        top_probs=[[0.5, 0.25]] * len(ids),
+        finished=finished,
+        forced=[False] * len(ids),
+        drafted=[False] * len(ids),
+    )
+
+
+def chars(ids: list[int]) -> str:
+    return "".join(chr(t) for t in ids if t)
+
+
+def test_a_local_re_decode_replaces_the_value_only() -> None:
+    base = generation("人物: 七十\n地点: 西宁")
+    # Re-decoded from the value's first step (4) with 丁: the continuation writes its own value and
+    # goes on differently, but only the value is taken; the rest of the answer stays.
+    rest = generation("伟\n地点: 别处")
+    spliced = splice_value(base, 4, 6, ord("丁"), rest, chars)
+    assert chars(spliced.token_ids) == "人物: 丁伟\n地点: 西宁"
+    assert spliced.finished and len(spliced.probs) == len(spliced.token_ids) == len(spliced.forced)
+    assert spliced.probs[4] == 0.25  # the alternative's own probability at the step it replaced
+    # A value that does not end within its token budget is no candidate.
+    assert splice_value(base, 4, 6, ord("丁"), generation("伟伟伟", finished=False), chars) is None
+    # The last line's value ends at end of sequence.
+    last = generation("人物: 七十")
+    assert chars(splice_value(last, 4, 6, ord("丁"), generation("伟"), chars).token_ids) == "人物: 丁伟"
+
+
+def test_names_that_fail_their_lexicon_are_re_decoded_locally(memorised) -> None:
+    loaded, settings = memorised
+    engine = FastEngine(loaded, settings)
+    docs = [
+        TypedDocument(
+            doc_id=d.doc_id,
+            text=d.text,
+            task="extract",
+            labels=d.labels,
+            field_types={label: "person" for label in d.labels},
+        )
+        for d in unseen_documents()
+    ]
+    extractions = engine.extract(docs).extractions
+    assert sum(e.retries for e in extractions) > 0
+    for e in extractions:
+        mistyped = {r.value for r in e.reasons if r.code == ReviewCode.TYPE_MISMATCH}
+        assert all(matches("person", s.text) or s.text in mistyped for spans in e.fields.values() for s in spans)
+    assert [record(e) for e in engine.extract(docs).extractions] == [record(e) for e in extractions]
