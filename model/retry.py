@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from model.constraints import RowConstraint
 from model.parse import parse_extraction
 from model.signals import Generation
+from model.token_bytes import VALUE_BREAKS
 from model.validate import Decode, cut_off, detokenize, piece_steps, step_margin, value_problem
 from schemas.messages import Document
 
@@ -111,7 +112,7 @@ def splice_value(base: Generation, step: int, end: int, token: int, rest: Genera
     the new value ends (a tab, newline or end of sequence); `base` from `end` on kept. None if the
     new value did not end within `rest`."""
     local = [token, *rest.token_ids]
-    stop = next((i for i, t in enumerate(local) if "\t" in decode([t]) or "\n" in decode([t])), None)
+    stop = next((i for i, t in enumerate(local) if VALUE_BREAKS.intersection(decode([t]).encode())), None)
     if stop is None and rest.finished:
         stop = len(local) - 1  # the end-of-sequence token
     if stop is None:

@@ -20,12 +20,6 @@ from ops.corpus import generate_corpus
 from schemas.messages import Document, ReviewCode
 
 
-class TypedDocument(Document, frozen=True, kw_only=True):
-    """Stands in for `Document.field_types`, which ingestion will fill (issue 4, another branch)."""
-
-    field_types: dict[str, FieldType] = msgspec.field(default_factory=dict)
-
-
 @pytest.fixture(scope="module")
 def memorised(memorised_model_dir: Path):
     settings = EngineSettings(path=str(memorised_model_dir), max_new_tokens=160)
@@ -37,6 +31,10 @@ def unseen_documents() -> list[Document]:
         Document(doc_id=g.doc_id, text=g.text, task="extract", labels=tuple(g.values()))
         for g in generate_corpus(4, seed=99, brief=True)
     ]
+
+
+def typed(doc: Document, field_types: dict[str, FieldType], **changes) -> Document:
+    return msgspec.structs.replace(doc, field_types=field_types, **changes)
 
 
 def record(extraction: Extraction) -> bytes:
@@ -72,13 +70,7 @@ def test_typed_values_that_fail_their_type_are_retried(memorised) -> None:
     loaded, settings = memorised
     engine = FastEngine(loaded, settings)
     docs = [
-        TypedDocument(
-            doc_id=d.doc_id,
-            text=d.text + " 电话13800138000，备用电话1380013。",
-            task="extract",
-            labels=(*d.labels[:3], "电话"),
-            field_types={"电话": "phone"},
-        )
+        typed(d, {"电话": "phone"}, text=d.text + " 电话13800138000，备用电话1380013。", labels=(*d.labels[:3], "电话"))
         for d in unseen_documents()
     ]
     extractions = engine.extract(docs).extractions
@@ -142,16 +134,7 @@ def test_a_local_re_decode_replaces_the_value_only() -> None:
 def test_names_that_fail_their_lexicon_are_re_decoded_locally(memorised) -> None:
     loaded, settings = memorised
     engine = FastEngine(loaded, settings)
-    docs = [
-        TypedDocument(
-            doc_id=d.doc_id,
-            text=d.text,
-            task="extract",
-            labels=d.labels,
-            field_types={label: "person" for label in d.labels},
-        )
-        for d in unseen_documents()
-    ]
+    docs = [typed(d, {label: "person" for label in d.labels}) for d in unseen_documents()]
     extractions = engine.extract(docs).extractions
     assert sum(e.retries for e in extractions) > 0
     for e in extractions:
