@@ -76,7 +76,7 @@ class DemoPlan:
 DEMO_PLAN = DemoPlan(
     recipe=Recipe(
         seed=0,
-        steps=7000,
+        steps=9500,
         batch_size=0,  # unused: batches fill `batch_tokens`
         lr=2e-3,
         warmup_steps=200,
