@@ -113,11 +113,12 @@ class Bloom(nn.Module):
         x = self._hidden(tokens, q_pos, attend)
         return self._head(x[:, 0] if last is None else x[torch.arange(x.shape[0], device=x.device), last])
 
-    def every_logits(self, tokens: torch.Tensor, q_pos: torch.Tensor, attend: Attend) -> torch.Tensor:
-        """Logits [B, S, V] (fp32) after each of the new tokens: what verifying a draft needs."""
+    def every_logits(self, tokens: torch.Tensor, q_pos: torch.Tensor, attend: Attend, at: torch.Tensor) -> torch.Tensor:
+        """Logits [N, V] (fp32) after the new tokens at the flat positions `at` (row * S + step) of
+        [B, S]: what verifying a draft needs. Rows draft different lengths; the LM head, most of a
+        small model's pass over a large vocabulary, runs only where a row has a token."""
         x = self._hidden(tokens, q_pos, attend)
-        batch, steps, _ = x.shape
-        return self._head(x.reshape(batch * steps, -1)).reshape(batch, steps, -1)
+        return self._head(x.reshape(-1, x.shape[-1])[at])
 
     def _hidden(self, tokens: torch.Tensor, q_pos: torch.Tensor, attend: Attend) -> torch.Tensor:
         x = self.word_embeddings_layernorm(self.word_embeddings(tokens))

@@ -189,14 +189,15 @@ class BatchConstraint:
         # Host time spent masking and advancing (on a GPU, kernel time only where the host waits).
         self.seconds = 0.0
 
-    def apply(self, logits: torch.Tensor, active: Sequence[bool] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def apply(self, logits: torch.Tensor, which: Sequence[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """The masked logits, and per row whether exactly one token was legal (a forced step).
-        Rows not `active` (their step is not taken, as a rejected draft's) are left unmasked."""
+        `which`, if given, names the batch row each of `logits`' rows is (a draft's verification
+        masks only the rows still verifying); rows without a grammar (padding) are left free."""
         started = time.perf_counter()
-        masked_rows = [row is not None and (active is None or active[r]) for r, row in enumerate(self.rows)]
-        free = [r for r, masked in enumerate(masked_rows) if not masked]
-        free += list(range(len(self.rows), logits.shape[0]))
-        picked = [(r, row.allowed()) for r, row in enumerate(self.rows) if masked_rows[r]]
+        which = range(logits.shape[0]) if which is None else which
+        grammars = [self.rows[r] if r < len(self.rows) else None for r in which]
+        free = [i for i, row in enumerate(grammars) if row is None]
+        picked = [(i, row.allowed()) for i, row in enumerate(grammars) if row is not None]
         # Copy the legal logits into a row of -inf rather than mask the whole [B, V] tensor: a
         # vocabulary-wide reduction or masked_fill per step costs more than all the rest.
         masked = torch.full_like(logits, float("-inf"))
@@ -204,19 +205,21 @@ class BatchConstraint:
             masked[free] = logits[free]
         forced = [False] * logits.shape[0]
         if picked:
-            rows = torch.cat([torch.full_like(ids, r) for r, ids in picked])
+            rows = torch.cat([torch.full_like(ids, i) for i, ids in picked])
             ids = torch.cat([ids for _, ids in picked])
             masked[rows, ids] = logits[rows, ids]
-            for r, row_ids in picked:
-                forced[r] = row_ids.numel() == 1 or (row_ids.numel() <= FEW and row_ids.unique().numel() == 1)
+            for i, row_ids in picked:
+                forced[i] = row_ids.numel() == 1 or (row_ids.numel() <= FEW and row_ids.unique().numel() == 1)
         self.seconds += time.perf_counter() - started
         return masked, torch.tensor(forced, device=logits.device)
 
-    def advance(self, chosen: torch.Tensor, active: Sequence[bool] | None = None) -> None:
+    def advance(self, chosen: torch.Tensor, which: Sequence[int] | None = None) -> None:
+        """Feed each row its chosen token; `which` as in `apply`."""
         started = time.perf_counter()
-        for r, (row, token_id) in enumerate(zip(self.rows, chosen.tolist(), strict=False)):
-            if row is not None and (active is None or active[r]):
-                row.advance(token_id)
+        which = range(chosen.shape[0]) if which is None else which
+        for r, token_id in zip(which, chosen.tolist(), strict=True):
+            if r < len(self.rows) and self.rows[r] is not None:
+                self.rows[r].advance(token_id)
         self.seconds += time.perf_counter() - started
 
 

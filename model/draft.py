@@ -151,8 +151,9 @@ def decode_with_drafts(
     # kept whole. A row whose guesses keep failing then costs a pass little more than a plain step
     # (on a CPU, the LM head over every drafted position is most of a pass).
     budget = [draft_tokens] * rows
-    active = [not d for d in done]
-    chosen = _take(steps, logits, active, constraint, top_k, generated, done, eos_id, max_new_tokens)
+    first = _rows(done)
+    part = logits[torch.tensor(first, device=logits.device)]
+    chosen = _take(steps, part, first, rows, constraint, top_k, generated, done, eos_id, max_new_tokens)
     steps[-1].drafted = torch.zeros(rows, dtype=torch.bool, device=logits.device)
     while not all(done):
         drafts = []
@@ -166,28 +167,37 @@ def decode_with_drafts(
             [positions[r] + j if j <= len(drafts[r]) and not done[r] else trash for j in range(width)]
             for r in range(rows)
         ]
+        # Where row r's step j sits among the positions whose logits are computed.
+        verifying = _rows(done)
+        flat = [r * width + j for r in verifying for j in range(1 + len(drafts[r]))]
+        offset, n = {}, 0
+        for r in verifying:
+            offset[r], n = n, n + 1 + len(drafts[r])
         device = logits.device
-        every = model.every_logits(torch.tensor(tokens, device=device), torch.tensor(q_pos, device=device), attend)
+        tensors = [torch.tensor(t, device=device) for t in (tokens, q_pos, flat)]
+        every = model.every_logits(tensors[0], tensors[1], attend, tensors[2])
         passes += 1
-        verifying = [not d for d in done]
-        for r, on in enumerate(verifying):
-            row_passes[r] += on
+        for r in verifying:
+            row_passes[r] += 1
         for j in range(width):
-            picked = _take(steps, every[:, j], verifying, constraint, top_k, generated, done, eos_id, max_new_tokens)
-            kept = [verifying[r] and j < len(drafts[r]) and picked[r] == drafts[r][j] for r in range(rows)]
-            steps[-1].drafted = torch.tensor(kept, device=device)
-            for r in range(rows):
-                if not verifying[r]:
+            part = every[torch.tensor([offset[r] + j for r in verifying], device=device)]
+            picked = _take(steps, part, verifying, rows, constraint, top_k, generated, done, eos_id, max_new_tokens)
+            kept = [r for r in verifying if j < len(drafts[r]) and picked[r] == drafts[r][j]]
+            steps[-1].drafted = torch.tensor([r in kept for r in range(rows)], device=device)
+            for r in verifying:
+                if r in kept and not done[r]:
                     continue
-                if kept[r] and not done[r]:
-                    continue
-                verifying[r] = False
                 chosen[r] = picked[r]
                 positions[r] += j + 1
                 budget[r] = _next_budget(budget[r], j, len(drafts[r]), draft_tokens)
-            if not any(verifying):
+            verifying = [r for r in kept if not done[r]]
+            if not verifying:
                 break
     return steps, passes, row_passes
+
+
+def _rows(done: list[bool]) -> list[int]:
+    return [r for r, d in enumerate(done) if not d]
 
 
 def _next_budget(budget: int, kept: int, drafted: int, most: int) -> int:
@@ -198,20 +208,42 @@ def _next_budget(budget: int, kept: int, drafted: int, most: int) -> int:
     return budget
 
 
-def _take(steps, logits, active, constraint, top_k, generated, done, eos_id, max_new_tokens) -> list[int]:
-    """One greedy step for the `active` rows: masked, recorded as taken, fed to the grammar."""
-    forced, unmasked = None, logits
+def _take(steps, logits, which, rows, constraint, top_k, generated, done, eos_id, max_new_tokens) -> list[int]:
+    """One greedy step for the batch rows `which` (`logits` holds theirs, in that order): masked,
+    recorded as taken, fed to the grammar. Past a draft's first position few rows still verify,
+    and each row's signals are passes over the whole vocabulary."""
+    forced, masked = None, logits
     if constraint is not None:
-        logits, forced = constraint.apply(logits, active)
-    signals = step_signals(logits, top_k, unmasked)
-    picked = signals.chosen.tolist()
+        masked, forced = constraint.apply(logits, which)
+    signals = step_signals(masked, top_k, logits)
     signals.forced = forced
-    signals.taken = torch.tensor(active, device=logits.device)
-    steps.append(signals)
     if constraint is not None:
-        constraint.advance(signals.chosen, active)
-    for r, on in enumerate(active):
-        if on:
-            generated[r].append(picked[r])
-            done[r] = done[r] or picked[r] == eos_id or len(generated[r]) >= max_new_tokens
+        constraint.advance(signals.chosen, which)
+    signals = _widen(signals, which, rows)
+    taken = set(which)
+    signals.taken = torch.tensor([r in taken for r in range(rows)], device=logits.device)
+    steps.append(signals)
+    picked = signals.chosen.tolist()
+    for r in which:
+        generated[r].append(picked[r])
+        done[r] = done[r] or picked[r] == eos_id or len(generated[r]) >= max_new_tokens
     return picked
+
+
+def _widen(part: StepSignals, which: list[int], rows: int) -> StepSignals:
+    """Signals of the rows `which`, placed in a batch of `rows` (the others zero: not taken)."""
+    index = torch.tensor(which, device=part.chosen.device)
+
+    def widen(t: torch.Tensor | None) -> torch.Tensor | None:
+        if t is None:
+            return None
+        return torch.zeros((rows, *t.shape[1:]), dtype=t.dtype, device=t.device).index_copy_(0, index, t)
+
+    return StepSignals(
+        chosen=widen(part.chosen),
+        prob=widen(part.prob),
+        entropy=widen(part.entropy),
+        top_ids=widen(part.top_ids),
+        top_probs=widen(part.top_probs),
+        forced=widen(part.forced),
+    )
