@@ -32,7 +32,8 @@ class EngineSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     top_alternatives: int = 5
     # Decode only answers the parser reads, with values copied from the source (model/constraints.py).
     constrained: bool = True
-    # Copy-draft decoding (model/draft.py): several tokens per forward pass, output unchanged. auto =
-    # on CUDA only: on the CPU a verify pass costs about as much as the steps it saves (ops/BENCHMARKS.md).
-    copy_draft: Literal["auto", "on", "off"] = "auto"
+    # Copy-draft decoding (model/draft.py): several tokens per forward pass, output unchanged. On for
+    # models that copy (SeqGPT, the demo model: 1.5x docs/s on a CPU); a model that copies nothing,
+    # such as random weights, has its drafts rejected and decodes slower (ops/BENCHMARKS.md).
+    copy_draft: Literal["on", "off"] = "on"
     draft_tokens: int = 8
