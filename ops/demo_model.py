@@ -39,8 +39,9 @@ from model.loading import MANIFEST
 from model.prompt import build_prompt
 from model.tiny import init_tiny_bloom
 from model.train import RECIPE_VERSION, Recipe, TrainingExample, make_tokenizer, train, training_examples
+from ops.accuracy import evaluate, read_corpus
 from ops.corpus import KINDS, GeneratedDocument, generate_corpus, generate_document, write_corpus
-from ops.eval_table import PRODUCT, as_json, compare, format_table, systems
+from ops.eval_table import PRODUCT, as_json, baselines, format_table
 from schemas.decode import decode_document
 from schemas.field_sets import FIELD_SETS
 
@@ -272,14 +273,6 @@ def heldout_corpus(path: Path, documents: int) -> Path:
     return path
 
 
-def evaluate_snapshot(directory: Path, corpus: Path, batch_size: int) -> tuple[dict, str]:
-    """The eval table (product, unconstrained where it exists, regex baseline) of one model
-    directory, as JSON and as text."""
-    settings = EngineSettings(path=str(directory))
-    reports = compare(systems(settings, build_engine), corpus, batch_size)
-    return as_json(reports, corpus), format_table(reports)
-
-
 def export_best(
     train_dir: Path,
     documents: int,
@@ -289,18 +282,27 @@ def export_best(
     batch_size: int = 16,
     destination: Path = DEMO_DIR,
 ) -> tuple[Path, str]:
-    """Evaluate the last `candidates` snapshots on the held-out corpus and ship the best (micro F1)
-    to model/demo/, its manifest completed with the numbers it reached; also its table as text."""
+    """Score the last `candidates` snapshots' product decoding on the held-out corpus and ship the
+    best (micro F1) to model/demo/, its manifest completed with the table it reached beside its
+    baselines (also returned as text). The baselines are run for the best only: they do not choose,
+    and the unconstrained decoding, which rarely stops early, is the slowest column."""
     corpus = heldout_corpus(train_dir / "heldout" / f"seed{EVAL_SEED}-{documents}.jsonl", documents)
+    docs, truth, kinds = read_corpus(corpus)
     scored = []
     for directory in snapshots(train_dir)[-candidates:]:
-        started = time.perf_counter()
-        table, text = evaluate_snapshot(directory, corpus, batch_size)
-        f1 = table["systems"][PRODUCT]["micro"]["f1"]
-        log(f"{directory.name}: product micro F1 {f1:.3f} ({time.perf_counter() - started:.0f} s)")
-        scored.append((f1, directory.name, directory, table, text))
+        report = evaluate(build_engine(EngineSettings(path=str(directory))), docs, truth, batch_size, kinds)
+        f1 = report.as_dict()["micro"]["f1"]
+        log(f"{directory.name}: product micro F1 {f1:.3f} ({report.seconds:.0f} s)")
+        scored.append((f1, directory.name, directory, report))
     if not scored:
         raise FileNotFoundError(f"no snapshots in {train_dir}; run `seqstream demo-model build` first")
-    _, _, best, table, text = max(scored)
+    _, _, best, report = max(scored)
+    settings = EngineSettings(path=str(best))
+    reports = {PRODUCT: report}
+    for name, engine in baselines(settings, build_engine):
+        reports[name] = evaluate(engine, docs, truth, batch_size, kinds)
+        log(f"{best.name}: {name} scored ({reports[name].seconds:.0f} s)")
+    table = as_json(reports, corpus)
     table["corpus"] = f"generate_corpus({documents}, seed={EVAL_SEED}): full-length documents, no noise"
+    text = format_table(reports)
     return export(best, table, text, destination), text

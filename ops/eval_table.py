@@ -31,18 +31,14 @@ RATES = [
 ]
 
 
-def has_constraint_switch() -> bool:
-    """Whether `EngineSettings` has the decoding constraint's on/off field (issue 4's work)."""
-    return "constrained" in EngineSettings.__struct_fields__
-
-
 def systems(settings: EngineSettings, build: Callable[[EngineSettings], Engine]) -> list[tuple[str, Engine]]:
     """The engines to compare, each built by `build` from its settings (the baseline needs no model)."""
-    out = [(PRODUCT, build(settings))]
-    if has_constraint_switch():
-        out.append((UNCONSTRAINED, build(msgspec.structs.replace(settings, constrained=False))))
-    out.append((BASELINE, RuleEngine(settings)))
-    return out
+    return [(PRODUCT, build(settings)), *baselines(settings, build)]
+
+
+def baselines(settings: EngineSettings, build: Callable[[EngineSettings], Engine]) -> list[tuple[str, Engine]]:
+    unconstrained = build(msgspec.structs.replace(settings, constrained=False))
+    return [(UNCONSTRAINED, unconstrained), (BASELINE, RuleEngine(settings))]
 
 
 def compare(engines: Sequence[tuple[str, Engine]], path: Path, batch_size: int) -> dict[str, AccuracyReport]:
@@ -50,17 +46,8 @@ def compare(engines: Sequence[tuple[str, Engine]], path: Path, batch_size: int) 
     return {name: evaluate(engine, docs, truth, batch_size, kinds) for name, engine in engines}
 
 
-def notes() -> list[str]:
-    if has_constraint_switch():
-        return []
-    return [
-        "no unconstrained column: EngineSettings has no `constrained` field on this branch yet, "
-        "so the product column is itself decoded without the constraint"
-    ]
-
-
 def as_json(reports: dict[str, AccuracyReport], path: Path) -> dict:
-    return {"data": str(path), "systems": {name: r.as_dict() for name, r in reports.items()}, "notes": notes()}
+    return {"data": str(path), "systems": {name: r.as_dict() for name, r in reports.items()}}
 
 
 def format_table(reports: dict[str, AccuracyReport]) -> str:
@@ -84,7 +71,6 @@ def format_table(reports: dict[str, AccuracyReport]) -> str:
         values = "".join(f" | {form.format(t[key]):>{block}}" for t in tables.values())
         lines.append(_pad(title, NAME_WIDTH + COLUMN) + values)
     lines.append(f"documents: {first.documents}")
-    lines.extend(f"note: {n}" for n in notes())
     return "\n".join(lines)
 
 
