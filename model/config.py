@@ -32,8 +32,9 @@ class EngineSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     top_alternatives: int = 5
     # Decode only answers the parser reads, with values copied from the source (model/constraints.py).
     constrained: bool = True
-    # Copy-draft decoding (model/draft.py): several tokens per forward pass, output unchanged. On for
-    # models that copy (SeqGPT, the demo model: 1.5x docs/s on a CPU); a model that copies nothing,
-    # such as random weights, has its drafts rejected and decodes slower (ops/BENCHMARKS.md).
-    copy_draft: Literal["on", "off"] = "on"
+    # Copy-draft decoding (model/draft.py): several tokens per forward pass, the same tokens. auto = on
+    # CUDA only. On the CPU drafts decode 1.5x more documents a second with the demo model, but a
+    # verify pass's GEMMs take shapes set by the batch mates' drafts and round differently, so the
+    # float signals (confidence, entropy) would lose their bit-for-bit independence of batch mates.
+    copy_draft: Literal["auto", "on", "off"] = "auto"
     draft_tokens: int = 8
