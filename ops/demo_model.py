@@ -304,5 +304,6 @@ def export_best(
         log(f"{best.name}: {name} scored ({reports[name].seconds:.0f} s)")
     table = as_json(reports, corpus)
     table["corpus"] = f"generate_corpus({documents}, seed={EVAL_SEED}): full-length documents, no noise"
-    text = format_table(reports)
+    command = f"$ seqstream demo-model export --documents {documents} --candidates {candidates}"
+    text = f"{command}   # {best.name}; {table['corpus']}\n\n{format_table(reports)}"
     return export(best, table, text, destination), text
