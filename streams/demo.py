@@ -2,12 +2,15 @@
 
 It starts what is missing (a local Apache Kafka broker unless one is configured, a worker process),
 publishes sample documents plus a few malformed messages, and prints every record they produced.
+The samples are full-length documents from the corpus generator (`seqstream corpus generate`), the
+kind the demo model was trained on, from a seed neither its training nor its evaluation used.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -17,13 +20,15 @@ from pathlib import Path
 import click
 import msgspec
 
-from ops.samples import sample_documents
+from ops.corpus import generate_corpus
 from streams.kafka_io import consume, produce_lines
 from streams.settings import Settings
 from streams.show import describe
 from streams.topics import create_topics
 
 DEMO_DIR = Path("var/demo")
+# The demo model trained on generator seed 1 and was scored on seed 2 (ops/demo_model.py).
+SAMPLE_SEED = 7
 # Messages that must land in the dead-letter topic, one per kind of bad input.
 MALFORMED = [
     b"this is not json",
@@ -41,6 +46,9 @@ def run_demo(settings: Settings, documents: int, keep_running: bool) -> None:
         from ops.kafka.launcher import KafkaBroker
 
         click.secho("starting a local Apache Kafka broker (KRaft, jars from Maven Central, cached)...", fg="cyan")
+        # A fresh log each run: the results shown are read from the topics' start, and a log kept
+        # from an earlier run would show that run's records (same doc ids) first.
+        shutil.rmtree(DEMO_DIR / "kafka", ignore_errors=True)
         broker = KafkaBroker(DEMO_DIR / "kafka")
         settings.kafka.bootstrap_servers = broker.start()
     click.secho(f"broker: {settings.kafka.bootstrap_servers}", fg="cyan")
@@ -48,9 +56,9 @@ def run_demo(settings: Settings, documents: int, keep_running: bool) -> None:
     for name, outcome in create_topics(settings).items():
         click.echo(f"  topic {name}: {outcome}")
 
-    samples = list(sample_documents(documents, seed=7))
-    lines = [msgspec.json.encode(raw) for raw, _ in samples] + MALFORMED
-    expected = {raw["doc_id"] for raw, _ in samples}
+    samples = [doc.raw() for doc in generate_corpus(documents, seed=SAMPLE_SEED)]
+    lines = [msgspec.json.encode(raw) for raw in samples] + MALFORMED
+    expected = {raw["doc_id"] for raw in samples}
     worker = _start_worker(settings)
     try:
         click.secho(f"publishing {len(samples)} sample documents and {len(MALFORMED)} malformed messages", fg="cyan")
