@@ -33,8 +33,8 @@ class EngineSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # Decode only answers the parser reads, with values copied from the source (model/constraints.py).
     constrained: bool = True
     # Copy-draft decoding (model/draft.py): several tokens per forward pass, the same tokens. auto = on
-    # CUDA only. On the CPU drafts decode 1.5x more documents a second with the demo model, but a
-    # verify pass's GEMMs take shapes set by the batch mates' drafts and round differently, so the
-    # float signals (confidence, entropy) would lose their bit-for-bit independence of batch mates.
+    # CUDA only. A verify pass's matrix products take shapes set by the batch mates' drafts, and
+    # kernels round by shape, so the float signals (confidence, entropy) move by ~1e-6 with the
+    # batch: on the CPU that would give up the bit-for-bit batch independence it otherwise keeps.
     copy_draft: Literal["auto", "on", "off"] = "auto"
     draft_tokens: int = 8

@@ -195,6 +195,7 @@ class BatchConstraint:
         masks only the rows still verifying); rows without a grammar (padding) are left free."""
         started = time.perf_counter()
         which = range(logits.shape[0]) if which is None else which
+        assert len(which) == logits.shape[0], (len(which), logits.shape)
         grammars = [self.rows[r] if r < len(self.rows) else None for r in which]
         free = [i for i, row in enumerate(grammars) if row is None]
         picked = [(i, row.allowed()) for i, row in enumerate(grammars) if row is not None]
@@ -211,7 +212,7 @@ class BatchConstraint:
             for i, row_ids in picked:
                 forced[i] = row_ids.numel() == 1 or (row_ids.numel() <= FEW and row_ids.unique().numel() == 1)
         self.seconds += time.perf_counter() - started
-        return masked, torch.tensor(forced, device=logits.device)
+        return masked, torch.tensor(forced, dtype=torch.bool, device=logits.device)
 
     def advance(self, chosen: torch.Tensor, which: Sequence[int] | None = None) -> None:
         """Feed each row its chosen token; `which` as in `apply`."""

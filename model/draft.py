@@ -152,7 +152,7 @@ def decode_with_drafts(
     # (on a CPU, the LM head over every drafted position is most of a pass).
     budget = [draft_tokens] * rows
     first = _rows(done)
-    part = logits[torch.tensor(first, device=logits.device)]
+    part = logits[torch.tensor(first, dtype=torch.long, device=logits.device)]
     chosen = _take(steps, part, first, rows, constraint, top_k, generated, done, eos_id, max_new_tokens)
     steps[-1].drafted = torch.zeros(rows, dtype=torch.bool, device=logits.device)
     while not all(done):
@@ -232,7 +232,7 @@ def _take(steps, logits, which, rows, constraint, top_k, generated, done, eos_id
 
 def _widen(part: StepSignals, which: list[int], rows: int) -> StepSignals:
     """Signals of the rows `which`, placed in a batch of `rows` (the others zero: not taken)."""
-    index = torch.tensor(which, device=part.chosen.device)
+    index = torch.tensor(which, dtype=torch.long, device=part.chosen.device)
 
     def widen(t: torch.Tensor | None) -> torch.Tensor | None:
         if t is None:

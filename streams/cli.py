@@ -435,7 +435,7 @@ def demo_model_build(train_dir: Path | None, stop_after: float | None, steps: in
     default=None,
     help="Where `build` wrote its snapshots (default: ~/.cache/seqstream/demo-train).",
 )
-@click.option("--documents", type=int, default=200, show_default=True, help="Held-out documents to evaluate on.")
+@click.option("--documents", type=int, default=1000, show_default=True, help="Held-out documents to evaluate on.")
 @click.option("--candidates", type=int, default=2, show_default=True, help="How many of the last snapshots to try.")
 def demo_model_export(train_dir: Path | None, documents: int, candidates: int) -> None:
     """Evaluate the latest snapshots on a held-out corpus and ship the best to model/demo/."""
