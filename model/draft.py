@@ -11,6 +11,7 @@ pass yields at least one token and the output is the step-by-step one, token for
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import torch
@@ -239,11 +240,4 @@ def _widen(part: StepSignals, which: list[int], rows: int) -> StepSignals:
             return None
         return torch.zeros((rows, *t.shape[1:]), dtype=t.dtype, device=t.device).index_copy_(0, index, t)
 
-    return StepSignals(
-        chosen=widen(part.chosen),
-        prob=widen(part.prob),
-        entropy=widen(part.entropy),
-        top_ids=widen(part.top_ids),
-        top_probs=widen(part.top_probs),
-        forced=widen(part.forced),
-    )
+    return StepSignals(**{f.name: widen(getattr(part, f.name)) for f in dataclasses.fields(StepSignals)})
