@@ -7,16 +7,16 @@ from typing import Literal
 import msgspec
 
 # Where no copy of it is found (no such directory, nothing in the hub cache), the shipped demo model
-# model/demo/ stands in, loudly (model/loading.py: resolve_model_path).
+# model/demo/ stands in, loudly (model/runner/loading.py: resolve_model_path).
 DEFAULT_MODEL = "DAMO-NLP/SeqGPT-560M"
 
 
 class EngineSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     path: str = DEFAULT_MODEL
-    # "fast": our BLOOM runner (model/fast.py); "reference": transformers' generate(), the oracle.
+    # "fast": our BLOOM runner (model/runner/fast.py); "reference": transformers' generate(), the oracle.
     engine: Literal["fast", "reference"] = "fast"
     # auto = the best this machine has: flash-attn, else FlexAttention on CUDA; eager on CPU
-    # (the one whose rounding does not depend on the batch; see model/attention.py).
+    # (the one whose rounding does not depend on the batch; see model/runner/attention.py).
     attention: Literal["auto", "flash", "flex", "sdpa", "eager"] = "auto"
     # Compile the decode step (CUDA graphs on GPU); auto = on CUDA only, where it pays for itself.
     compile: Literal["auto", "on", "off"] = "auto"
@@ -30,9 +30,9 @@ class EngineSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     confidence_threshold: float = 0.85
     entropy_threshold: float = 2.5
     top_alternatives: int = 5
-    # Decode only answers the parser reads, with values copied from the source (model/constraints.py).
+    # Decode only answers the parser reads, with values copied from the source (model/grammar/constraints.py).
     constrained: bool = True
-    # Copy-draft decoding (model/draft.py): several tokens per forward pass, the same tokens. auto = on
+    # Copy-draft decoding (model/grammar/draft.py): several tokens per forward pass, the same tokens. auto = on
     # CUDA only. A verify pass's matrix products take shapes set by the batch mates' drafts, and
     # kernels round by shape, so the float signals (confidence, entropy) move by ~1e-6 with the
     # batch: on the CPU that would give up the bit-for-bit batch independence it otherwise keeps.

@@ -1,4 +1,7 @@
-"""What the pipeline asks of an extraction engine, whichever runs inside it."""
+"""What the pipeline asks of an extraction engine, and the one extraction flow both engines share:
+encode the prompts, prepare their grammars, generate, revisit failing values, interpret. The engines
+differ only in how they generate (model/runner/fast.py, model/runner/reference.py).
+"""
 
 from __future__ import annotations
 
@@ -7,8 +10,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from transformers import PreTrainedTokenizerBase
+
+from model.answers.prompt import EncodedDocument, encode_prompts
+from model.answers.retry import Continuation, revisit
+from model.answers.validate import Extraction, interpret
 from model.config import EngineSettings
-from model.validate import Extraction
+from model.grammar.mask import Constrainer, RowGrammar
+from model.grammar.token_bytes import TokenBytes
+from model.runner.signals import Generation
 from schemas.messages import DecodeSettings, Document, ModelInfo, Timings
 
 
@@ -51,25 +61,74 @@ def decode_settings(settings: EngineSettings) -> DecodeSettings:
     )
 
 
-def build_engine(settings: EngineSettings) -> Engine:
-    """The configured engine, one replica per device when several are visible or listed."""
-    import msgspec
+@dataclass
+class Prepared:
+    """A document's prompts and, when its decoding is constrained, one grammar per prompt."""
 
-    from model.replicas import ReplicaPool, visible_devices
-
-    devices = visible_devices(settings.device)
-    engines = [_single_engine(msgspec.structs.replace(settings, device=d)) for d in devices]
-    return engines[0] if len(engines) == 1 else ReplicaPool(engines)
+    encoded: EncodedDocument
+    grammars: list[RowGrammar] | None
 
 
-def _single_engine(settings: EngineSettings) -> Engine:
-    from model.loading import load_model
+class ExtractionFlow:
+    """extract() for an engine that says how it generates: `generate` (every prompt of the prepared
+    documents) and `continue_greedy` (the validation loop's re-decodes)."""
 
-    loaded = load_model(settings)
-    if settings.engine == "reference":
-        from model.reference import ReferenceEngine
+    info: ModelInfo
 
-        return ReferenceEngine(loaded, settings)
-    from model.fast import FastEngine
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, settings: EngineSettings, device) -> None:
+        self.tokenizer = tokenizer
+        self.settings = settings
+        self.eos_id = int(tokenizer.eos_token_id)
+        self.pad_id = int(tokenizer.pad_token_id)
+        self.constrainer = Constrainer(TokenBytes.from_tokenizer(tokenizer), self.eos_id, device)
 
-    return FastEngine(loaded, settings)
+    def prepare(self, docs: Sequence[Document], timings: Timings) -> list[Prepared]:
+        """Prompts tokenised and grammars built (timed as tokenize_ms: the inputs' preparation)."""
+        started = time.perf_counter()
+        prepared = []
+        for doc in docs:
+            encoded = encode_prompts(
+                self.tokenizer, doc, self.settings.labels_per_prompt, self.settings.max_input_tokens
+            )
+            grammars = self.constrainer.for_document(doc, encoded.text, encoded.chunks, self.settings.constrained)
+            prepared.append(Prepared(encoded, grammars))
+        timings.tokenize_ms += ms_since(started)
+        return prepared
+
+    def extract(self, docs: Sequence[Document]) -> BatchResult:
+        timings = Timings()
+        prepared = self.prepare(docs, timings)
+        generations = self.generate(prepared, timings)
+        started = time.perf_counter()
+        retries = revisit(
+            docs,
+            [p.encoded.chunks for p in prepared],
+            [p.encoded.prompts for p in prepared],
+            generations,
+            self.decode,
+            lambda d, c: prepared[d].grammars[c] if prepared[d].grammars else None,
+            lambda requests: self.continue_greedy(requests, timings),
+            self.settings.max_new_tokens,
+        )
+        timings.decode_ms += ms_since(started)
+        started = time.perf_counter()
+        extractions = [
+            interpret(
+                doc, p.encoded.chunks, generations[i], self.decode, self.settings, p.encoded.truncated, retries[i]
+            )
+            for i, (doc, p) in enumerate(zip(docs, prepared, strict=True))
+        ]
+        timings.postprocess_ms = ms_since(started)
+        tokens = sum(len(g.token_ids) for doc in generations for g in doc)
+        return BatchResult(extractions=extractions, timings=timings, generated_tokens=tokens)
+
+    def generate(self, prepared: list[Prepared], timings: Timings) -> list[list[Generation]]:
+        """Per document, one greedy generation per prompt."""
+        raise NotImplementedError
+
+    def continue_greedy(self, requests: list[Continuation], timings: Timings) -> list[Generation]:
+        """Greedy continuations of prompts extended by kept tokens (the validation loop's re-decodes)."""
+        raise NotImplementedError
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)

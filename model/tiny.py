@@ -1,7 +1,7 @@
 """Tiny BLOOM checkpoints built on the spot: a byte-level BPE tokenizer trained on a given corpus
 and a randomly initialised `BloomForCausalLM`, saved with `save_pretrained`.
 
-They load through `model.loading` exactly like SeqGPT-560M does, so tests and offline demos run the
+They load through `model.runner.loading` exactly like SeqGPT-560M does, so tests and offline demos run the
 real code path without any download.
 """
 
@@ -15,7 +15,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import BloomConfig, BloomForCausalLM, PreTrainedTokenizerFast
 
-from model.loading import MANIFEST
+from model.runner.loading import MANIFEST
 
 # BLOOM's special tokens, at BLOOM's ids (unk/bos/eos/pad = 0/1/2/3).
 SPECIAL_TOKENS = ["<unk>", "<s>", "</s>", "<pad>"]

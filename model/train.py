@@ -24,9 +24,9 @@ import torch
 import torch.nn.functional as F
 from transformers import BloomForCausalLM, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
-from model.loading import MANIFEST
-from model.parse import format_extraction
-from model.prompt import build_prompt, encode_prompts, prompt_chunks
+from model.answers.parse import format_extraction
+from model.answers.prompt import build_prompt, encode_prompts, prompt_chunks
+from model.runner.loading import MANIFEST
 from model.tiny import init_tiny_bloom, train_char_tokenizer, train_tokenizer
 from schemas.messages import Document
 
@@ -169,7 +169,7 @@ def train_bloom(
 ) -> Path:
     """Train a tokenizer and a BLOOM from scratch on `labelled` (and `background`, in order,
     `recipe.background_per_step` examples a step) and save them as a checkpoint directory
-    `model.loading` loads, marked as SeqStream's own by its manifest."""
+    `model.runner.loading` loads, marked as SeqStream's own by its manifest."""
     torch.manual_seed(recipe.seed)
     started = time.perf_counter()
     tokenizer = make_tokenizer(recipe, tokenizer_corpus([*labelled, *background], recipe.labels_per_prompt))

@@ -22,7 +22,7 @@ from pathlib import Path
 import msgspec
 
 from model.engine import Engine
-from model.normalize import normalise as normal_form
+from model.values.normalize import normalise as normal_form
 from schemas.field_sets import FieldType
 from schemas.messages import Document, Normalised, ReviewCode
 

@@ -17,10 +17,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from model.answers.validate import Extraction
 from model.config import EngineSettings
 from model.engine import BatchResult, decode_settings, ms_since
-from model.lexicon import organisation_ok, person_ok
-from model.validate import Extraction
+from model.values.lexicon import organisation_ok, person_ok
 from schemas.messages import Document, ModelInfo, Span, Timings
 
 D = "[0-9０-９]"

@@ -17,8 +17,8 @@ import msgspec
 import torch
 
 from model.config import EngineSettings
-from model.fast import FastEngine
-from model.loading import load_model
+from model.runner.fast import FastEngine
+from model.runner.loading import load_model
 from ops.corpus import generate_corpus
 from ops.demo_model import DEMO_DIR, EVAL_SEED
 from schemas.messages import Document

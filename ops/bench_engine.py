@@ -20,14 +20,14 @@ from pathlib import Path
 import msgspec
 import torch
 
+from model.answers.validate import Extraction
 from model.config import EngineSettings
-from model.constraints import SourceIndex
 from model.engine import ms_since, sum_timings
-from model.fast import FastEngine
-from model.loading import load_model
-from model.reference import ReferenceEngine
+from model.grammar.constraints import SourceIndex
+from model.runner.fast import FastEngine
+from model.runner.loading import load_model
+from model.runner.reference import ReferenceEngine
 from model.tiny import build_tiny_bloom
-from model.validate import Extraction
 from ops.samples import sample_documents
 from schemas.decode import decode_document
 from schemas.messages import Document, Timings

@@ -95,7 +95,7 @@ def stage_table(result: RunResult) -> list[tuple[str, float, float]]:
 
 
 def build_bench_model(directory: Path, hidden_size: int, n_layer: int, vocab_size: int) -> Path:
-    from model.loading import MANIFEST
+    from model.runner.loading import MANIFEST
     from model.tiny import build_tiny_bloom
 
     if (directory / MANIFEST).is_file():

@@ -33,10 +33,10 @@ from pathlib import Path
 import msgspec
 import torch
 
+from model.answers.prompt import build_prompt
+from model.build import build_engine
 from model.config import EngineSettings
-from model.engine import build_engine
-from model.loading import MANIFEST
-from model.prompt import build_prompt
+from model.runner.loading import MANIFEST
 from model.tiny import init_tiny_bloom
 from model.train import RECIPE_VERSION, Recipe, TrainingExample, make_tokenizer, train, training_examples
 from ops.accuracy import evaluate, read_corpus

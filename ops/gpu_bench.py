@@ -17,9 +17,9 @@ import torch
 from transformers import BloomConfig, BloomForCausalLM
 
 from model.config import EngineSettings
-from model.fast import FastEngine
-from model.loading import MANIFEST, load_model
-from model.reference import ReferenceEngine
+from model.runner.fast import FastEngine
+from model.runner.loading import MANIFEST, load_model
+from model.runner.reference import ReferenceEngine
 from model.tiny import train_tokenizer
 from ops.bench_engine import long_documents, run
 from ops.samples import sample_documents

@@ -447,8 +447,8 @@ def demo_model_export(train_dir: Path | None, documents: int, candidates: int) -
 
 
 def _engine(settings: Settings):
-    from model.engine import build_engine
-    from model.loading import ModelNotFoundError
+    from model.build import build_engine
+    from model.runner.loading import ModelNotFoundError
 
     try:
         engine = build_engine(settings.model)

@@ -81,7 +81,7 @@ def run_demo(settings: Settings, documents: int, keep_running: bool) -> None:
 
 def _model_path(path: str) -> str:
     """SeqGPT if it can be loaded here; otherwise the shipped demo model, announced as such."""
-    from model.loading import resolve_model_path
+    from model.runner.loading import resolve_model_path
 
     resolved, standing_in = resolve_model_path(path)
     if standing_in:

@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 
 import msgspec
 
+from model.answers.validate import Extraction
 from model.engine import BatchResult, Engine, sum_timings
-from model.validate import Extraction
 from schemas.decode import DocumentError, decode_document
 from schemas.messages import Document, ErrorCode, Processing, Timings
 from streams import metrics

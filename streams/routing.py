@@ -14,7 +14,7 @@ from datetime import datetime
 
 import msgspec
 
-from model.validate import Extraction
+from model.answers.validate import Extraction
 from schemas.decode import DocumentError
 from schemas.messages import (
     AlertRecord,

@@ -9,8 +9,9 @@ import msgspec
 import pytest
 import torch
 
+from model.build import build_engine
 from model.config import EngineSettings
-from model.engine import Engine, build_engine
+from model.engine import Engine
 from model.tiny import build_tiny_bloom
 from model.train import Recipe, train_bloom
 from ops.corpus import GeneratedDocument, generate_corpus

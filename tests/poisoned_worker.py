@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import model.engine
+import model.build
 from model.config import EngineSettings
 from model.engine import BatchResult, Engine
-from model.reference import ReferenceEngine
+from model.runner.reference import ReferenceEngine
 from schemas.messages import Document
 
 
@@ -25,14 +25,14 @@ class PoisonedEngine(ReferenceEngine):
 
 
 def build_poisoned_engine(settings: EngineSettings) -> Engine:
-    from model.loading import load_model
+    from model.runner.loading import load_model
 
     return PoisonedEngine(load_model(settings), settings)
 
 
 if __name__ == "__main__":
     # The CLI imports build_engine when the worker starts, so this replacement is what it finds.
-    model.engine.build_engine = build_poisoned_engine
+    model.build.build_engine = build_poisoned_engine
     from streams.cli import main
 
     main()

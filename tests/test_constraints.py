@@ -1,4 +1,4 @@
-"""Constrained greedy decoding (model/constraints.py): every answer parses, asks only for requested
+"""Constrained greedy decoding (model/grammar/constraints.py): every answer parses, asks only for requested
 labels and copies every value from the source, on random tiny BLOOMs and random texts."""
 
 from __future__ import annotations
@@ -11,17 +11,17 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from model.answers.parse import parse_extraction
+from model.answers.prompt import encode_prompts
+from model.answers.validate import Extraction
 from model.config import EngineSettings
-from model.constraints import BatchConstraint, Constrainer
-from model.fast import FastEngine
-from model.grammar import Grammar, Source
-from model.loading import load_model
-from model.parse import parse_extraction
-from model.prompt import encode_prompts
-from model.reference import ReferenceEngine
+from model.grammar.automaton import Grammar, Source
+from model.grammar.constraints import BatchConstraint, Constrainer
+from model.grammar.token_bytes import TokenBytes
+from model.runner.fast import FastEngine
+from model.runner.loading import load_model
+from model.runner.reference import ReferenceEngine
 from model.tiny import build_tiny_bloom
-from model.token_bytes import TokenBytes
-from model.validate import Extraction
 from ops.corpus import generate_corpus
 from ops.samples import sample_documents
 from schemas.decode import decode_document

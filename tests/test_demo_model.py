@@ -13,9 +13,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from model.build import build_engine
 from model.config import DEFAULT_MODEL, EngineSettings
-from model.engine import build_engine
-from model.loading import DEMO_MODEL_DIR, MANIFEST, _in_hub_cache, resolve_model_path
+from model.runner.loading import DEMO_MODEL_DIR, MANIFEST, _in_hub_cache, resolve_model_path
 from model.train import Recipe
 from ops.demo_model import DemoPlan, build, export_best
 from ops.eval_table import BASELINE, PRODUCT
@@ -79,7 +79,7 @@ def test_without_seqgpt_the_default_model_is_the_demo_and_says_so(caplog) -> Non
         pytest.skip("SeqGPT-560M is in this machine's hub cache: the default is the real model")
     assert resolve_model_path(DEFAULT_MODEL) == (str(DEMO_MODEL_DIR), True)
     assert resolve_model_path(str(DEMO_MODEL_DIR)) == (str(DEMO_MODEL_DIR), False)
-    with caplog.at_level(logging.WARNING, logger="model.loading"):
+    with caplog.at_level(logging.WARNING, logger="model.runner.loading"):
         engine = build_engine(EngineSettings(device="cpu"))
     assert engine.info.demo and engine.info.name == str(DEMO_MODEL_DIR)
     assert any("DEMO MODEL" in r.getMessage() for r in caplog.records)

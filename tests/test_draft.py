@@ -1,4 +1,4 @@
-"""Copy-draft decoding (model/draft.py) gives step-by-step constrained greedy's output, token for
+"""Copy-draft decoding (model/grammar/draft.py) gives step-by-step constrained greedy's output, token for
 token, in fewer forward passes, on a model that copies (the memorised fixture)."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ import msgspec
 import pytest
 import torch
 
+from model.answers.prompt import build_prompt
 from model.config import EngineSettings
-from model.constraints import Constrainer
-from model.draft import PromptIndex, propose
-from model.fast import FastEngine
-from model.loading import load_model
-from model.prompt import build_prompt
-from model.token_bytes import TokenBytes
+from model.grammar.mask import Constrainer
+from model.grammar.draft import PromptIndex, propose
+from model.grammar.token_bytes import TokenBytes
+from model.runner.fast import FastEngine
+from model.runner.loading import load_model
 from ops.corpus import generate_corpus
 from schemas.messages import Document
 from tests.conftest import memorised_documents
@@ -58,10 +58,10 @@ def test_drafts_change_no_output_and_save_forward_passes(memorised) -> None:
 
 def test_a_draft_continues_the_prompt_after_the_answers_last_tokens() -> None:
     prompt = PromptIndex([5, 6, 7, 8, 9, 10, 11, 7, 8, 12])
-    assert propose(None, prompt, [42, 6, 7, 8], 3) == [9, 10, 11]
-    assert propose(None, prompt, [42, 7, 8], 3) == [12]  # the last occurrence, cut by the prompt's end
-    assert propose(None, prompt, [42, 12], 3) == []
-    assert propose(None, prompt, [42], 3) == []
+    assert propose(None, 0, prompt, [42, 6, 7, 8], 3) == [9, 10, 11]
+    assert propose(None, 0, prompt, [42, 7, 8], 3) == [12]  # the last occurrence, cut by the prompt's end
+    assert propose(None, 0, prompt, [42, 12], 3) == []
+    assert propose(None, 0, prompt, [42], 3) == []
 
 
 @pytest.fixture(scope="module")
@@ -76,12 +76,12 @@ def demo_tokenizer():
 def draft_after(tokenizer, text: str, labels: tuple[str, ...], answer: str, limit: int = 32) -> str:
     """What the proposer drafts after `answer`, given the document's prompt."""
     vocab = TokenBytes.from_tokenizer(tokenizer)
-    [row] = Constrainer(vocab, tokenizer.eos_token_id, torch.device("cpu")).rows(text, [labels])
+    constrainer = Constrainer(vocab, tokenizer.eos_token_id, torch.device("cpu"))
+    [row] = constrainer.rows(text, [labels])
     generated = tokenizer(answer, add_special_tokens=False)["input_ids"]
-    for token in generated:
-        row.advance(token)
+    grammar = constrainer.batch([row], [generated])
     prompt = PromptIndex(tokenizer(build_prompt(text, "extract", labels), add_special_tokens=False)["input_ids"])
-    return tokenizer.decode(propose(row, prompt, generated, limit))
+    return tokenizer.decode(propose(grammar, 0, prompt, generated, limit))
 
 
 def test_a_byte_fallback_twin_is_not_the_spelling_drafts_use(demo_tokenizer) -> None:

@@ -10,11 +10,11 @@ import pytest
 import torch
 from transformers.models.bloom.modeling_bloom import build_alibi_tensor
 
-from model.attention import alibi_slopes, available_backends
+from model.answers.prompt import encode_prompts
 from model.config import EngineSettings
-from model.fast import DocPrompts, FastEngine, shared_prefix
-from model.loading import load_model
-from model.prompt import encode_prompts
+from model.runner.attention import alibi_slopes, available_backends
+from model.runner.fast import DocPrompts, FastEngine, shared_prefix
+from model.runner.loading import load_model
 from model.tiny import build_tiny_bloom
 from ops.samples import sample_documents
 from schemas.decode import decode_document
@@ -78,7 +78,7 @@ def ours_greedy(engine: FastEngine, groups: list[list[DocPrompts]]):
         def observe(step_logits: torch.Tensor, seen: list[torch.Tensor] = seen) -> None:
             seen.append(step_logits.clone())
 
-        generations = engine.generate(group, Timings(), observe=observe)
+        generations = engine.generate_group(group, Timings(), observe=observe)
         stacked = torch.stack(seen, dim=1)  # [rows, T, V]
         rows = [g for doc in generations for g in doc]
         tokens += [g.token_ids for g in rows]
@@ -190,8 +190,8 @@ def test_compiled_decode_step_matches_eager(peaky_model) -> None:
 )
 def test_replicas_share_a_batch_without_changing_any_output(peaky_model) -> None:
     """Two replicas (on the CPU here, one per GPU in production) give the single engine's results."""
-    from model.engine import build_engine
-    from model.replicas import ReplicaPool
+    from model.build import build_engine
+    from model.runner.replicas import ReplicaPool
 
     loaded, settings = peaky_model
     docs = many_labels_documents(10, seed=12)

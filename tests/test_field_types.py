@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from model.field_types import id_card_check_digit, matches, viable_prefix
-from model.lexicon import organisation_ok, person_ok
+from model.values.field_types import id_card_check_digit, matches, viable_prefix
+from model.values.lexicon import organisation_ok, person_ok
 
 
 @pytest.mark.parametrize(("first17", "check"), [("11010519491231002", "X"), ("44030419900101001", "1")])

@@ -9,8 +9,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from model.build import build_engine
 from model.config import EngineSettings
-from model.engine import Engine, build_engine
+from model.engine import Engine
 from model.train import answer_texts
 from ops.accuracy import evaluate_file, normalise
 from ops.corpus import generate_corpus, write_corpus

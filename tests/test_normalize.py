@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from model.field_types import id_card_check_digit, matches
-from model.normalize import Mismatch, normalise
+from model.values.field_types import id_card_check_digit, matches
+from model.values.normalize import Mismatch, normalise
 from schemas.messages import Normalised
 
 # kind, text as written, (value, end, unit, currency) of its normal form.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from model.parse import parse_classification, parse_extraction
+from model.answers.parse import parse_classification, parse_extraction
 from schemas.messages import ReviewCode
 
 SOURCE = "甲方：华信科技有限公司，乙方：王伟、李娜。签约于2024年3月5日。Acme Holdings, Inc. 与 New York Office 见证。"

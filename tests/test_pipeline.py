@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from model.validate import Extraction
+from model.answers.validate import Extraction
 from ops.samples import sample_documents
 from schemas.decode import decode_document
 from schemas.messages import AlertRecord, DeadLetter, ErrorCode, FieldRecord, Processing, ReviewRecord, Span

@@ -6,11 +6,11 @@ import msgspec
 import pytest
 import torch
 
+from model.answers.prompt import build_prompt, encode, encode_prompts, fit_text, prompt_chunks
+from model.build import build_engine
 from model.config import EngineSettings
-from model.engine import build_engine
-from model.loading import ModelNotFoundError
-from model.prompt import build_prompt, encode, encode_prompts, fit_text, prompt_chunks
-from model.reference import Prompt
+from model.runner.loading import ModelNotFoundError
+from model.runner.reference import Prompt
 from ops.samples import sample_documents
 from schemas.decode import decode_document
 from schemas.messages import Document, ReviewCode
@@ -31,7 +31,7 @@ def test_generation_is_plain_greedy(reference_engine) -> None:
     doc = documents(1)[0]
     [prompt, *_] = encode_prompts(reference_engine.tokenizer, doc, 6, 1024).prompts
     # No row constraint: generate() is transformers' own greedy, the oracle.
-    [generation] = reference_engine.generate([Prompt(0, prompt)], reference_engine.extract([doc]).timings)
+    [generation] = reference_engine.generate_batch([Prompt(0, prompt)], reference_engine.extract([doc]).timings)
     ids = list(prompt)
     with torch.inference_mode():
         for expected in generation.token_ids:

@@ -1,4 +1,4 @@
-"""The validation loop (model/retry.py): failing values are re-decoded from their least certain step,
+"""The validation loop (model/answers/retry.py): failing values are re-decoded from their least certain step,
 at most three times each, deterministically, and what still fails goes to review with its reason."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from model.answers.retry import RETRIES_PER_VALUE, splice_value
+from model.answers.validate import Extraction
 from model.config import EngineSettings
-from model.fast import FastEngine
-from model.field_types import FieldType, matches
-from model.loading import load_model
-from model.reference import ReferenceEngine
-from model.retry import RETRIES_PER_VALUE, splice_value
-from model.signals import Generation
-from model.validate import Extraction
+from model.runner.fast import FastEngine
+from model.runner.loading import load_model
+from model.runner.reference import ReferenceEngine
+from model.runner.signals import Generation
+from model.values.field_types import FieldType, matches
 from ops.corpus import generate_corpus
 from schemas.messages import Document, ReviewCode
 

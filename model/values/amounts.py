@@ -6,8 +6,8 @@ import re
 from decimal import Decimal
 from typing import NamedTuple
 
-from model.numerals import chinese_number
-from model.width import fold_width
+from model.values.numerals import chinese_number
+from model.values.width import fold_width
 
 _CURRENCY_PREFIX = re.compile(r"^(人民币|RMB|CNY|US\$|USD|HK\$|HKD|EUR|GBP|JPY|¥|\$|€|£)", re.IGNORECASE)
 _CURRENCY_SUFFIX = re.compile(

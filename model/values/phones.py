@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from model.width import fold_width
+from model.values.width import fold_width
 
 _SPACING = re.compile(r"[\s\-().]")
 _COUNTRY = re.compile(r"^(?:\+|00)86")

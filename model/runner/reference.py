@@ -7,35 +7,32 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
 
+from model.answers.retry import Continuation
 from model.config import EngineSettings
-from model.constraints import BatchConstraint, Constrainer, RowConstraint
-from model.engine import BatchResult, decode_settings, ms_since
-from model.loading import LoadedModel
-from model.prompt import encode_prompts
-from model.retry import Continuation, revisit
-from model.signals import Generation, StepSignals, collect_generations, cut, entropy, step_signals
-from model.token_bytes import TokenBytes
-from model.validate import interpret
-from schemas.messages import Document, ModelInfo, Timings
+from model.engine import ExtractionFlow, Prepared, decode_settings
+from model.grammar.mask import GrammarBatch, RowGrammar
+from model.runner.loading import LoadedModel
+from model.runner.signals import Generation, StepSignals, collect_generations, cut, entropy, step_signals
+from schemas.messages import ModelInfo, Timings
 
 
 @dataclass
 class Prompt:
     doc_index: int
     token_ids: list[int]
-    constraint: RowConstraint | None = None
+    constraint: RowGrammar | None = None
+    fed: list[int] = field(default_factory=list)  # tokens its grammar has already been fed
 
 
 class _Constrain(LogitsProcessor):
     """The answer grammar inside generate(): fed each row's last token, masks the next step."""
 
-    def __init__(self, constraint: BatchConstraint) -> None:
+    def __init__(self, constraint: GrammarBatch) -> None:
         self.constraint = constraint
         self.started = False
         self.forced: list[torch.Tensor] = []
@@ -66,13 +63,10 @@ class _RecordSignals(LogitsProcessor):
         return scores
 
 
-class ReferenceEngine:
+class ReferenceEngine(ExtractionFlow):
     def __init__(self, loaded: LoadedModel, settings: EngineSettings) -> None:
+        super().__init__(loaded.tokenizer, settings, loaded.device)
         self.loaded = loaded
-        self.settings = settings
-        self.tokenizer = loaded.tokenizer
-        self.eos_id = int(self.tokenizer.eos_token_id)
-        self.pad_id = int(self.tokenizer.pad_token_id)
         self.info = ModelInfo(
             name=loaded.name,
             engine="reference",
@@ -82,7 +76,6 @@ class ReferenceEngine:
             demo=loaded.demo,
             decode=decode_settings(settings),
         )
-        self.constrainer = Constrainer(TokenBytes.from_tokenizer(self.tokenizer), self.eos_id, loaded.device)
         self.generation_config = GenerationConfig(
             do_sample=False,
             num_beams=1,
@@ -91,53 +84,16 @@ class ReferenceEngine:
             pad_token_id=self.pad_id,
         )
 
-    def extract(self, docs: Sequence[Document]) -> BatchResult:
-        timings = Timings()
-        started = time.perf_counter()
-        prompts, chunks, truncated, sources = [], [], [], []
-        for doc_index, doc in enumerate(docs):
-            encoded = encode_prompts(
-                self.tokenizer, doc, self.settings.labels_per_prompt, self.settings.max_input_tokens
-            )
-            chunks.append(encoded.chunks)
-            truncated.append(encoded.truncated)
-            sources.append(encoded.text)
-            constrained = self.constrainer.for_document(doc, encoded.text, encoded.chunks, self.settings.constrained)
-            rows: list[RowConstraint | None] = list(constrained or [None] * len(encoded.prompts))
-            prompts.extend(Prompt(doc_index, ids, row) for ids, row in zip(encoded.prompts, rows, strict=True))
-        timings.tokenize_ms = ms_since(started)
-
-        generations = self.generate_all(prompts, timings)
-
-        per_doc: list[list[Generation]] = [[] for _ in docs]
-        per_doc_prompts: list[list[list[int]]] = [[] for _ in docs]
-        for prompt, generation in zip(prompts, generations, strict=True):
-            per_doc[prompt.doc_index].append(generation)
-            per_doc_prompts[prompt.doc_index].append(prompt.token_ids)
-        started = time.perf_counter()
-        retries = revisit(
-            docs,
-            chunks,
-            per_doc_prompts,
-            per_doc,
-            self.decode,
-            lambda d, c: self._row(docs[d], sources[d], chunks[d][c]),
-            lambda requests: self.continue_greedy(requests, timings),
-            self.settings.max_new_tokens,
-        )
-        timings.decode_ms += ms_since(started)
-        started = time.perf_counter()
-        extractions = [
-            interpret(doc, chunks[i], per_doc[i], self.decode, self.settings, truncated[i], retries[i])
-            for i, doc in enumerate(docs)
+    def generate(self, prepared: list[Prepared], timings: Timings) -> list[list[Generation]]:
+        prompts = [
+            Prompt(d, ids, row)
+            for d, p in enumerate(prepared)
+            for ids, row in zip(p.encoded.prompts, p.grammars or [None] * len(p.encoded.prompts), strict=True)
         ]
-        timings.postprocess_ms = ms_since(started)
-        tokens = sum(len(g.token_ids) for g in generations)
-        return BatchResult(extractions=extractions, timings=timings, generated_tokens=tokens)
-
-    def _row(self, doc: Document, source: str, labels: tuple[str, ...]) -> RowConstraint | None:
-        rows = self.constrainer.for_document(doc, source, [labels], self.settings.constrained)
-        return rows[0] if rows else None
+        per_doc: list[list[Generation]] = [[] for _ in prepared]
+        for prompt, generation in zip(prompts, self.generate_all(prompts, timings), strict=True):
+            per_doc[prompt.doc_index].append(generation)
+        return per_doc
 
     def continue_greedy(self, requests: list[Continuation], timings: Timings) -> list[Generation]:
         """Greedy continuations of prompts extended by kept tokens (the validation loop's re-decodes)."""
@@ -146,8 +102,8 @@ class ReferenceEngine:
         for start in range(0, len(requests), step):
             batch = requests[start : start + step]
             limit = max(1, *(r.max_new_tokens for r in batch))
-            prompts = [Prompt(i, r.prompt + r.prefix, r.row) for i, r in enumerate(batch)]
-            for r, generation in zip(batch, self.generate(prompts, timings, max_new_tokens=limit), strict=True):
+            prompts = [Prompt(i, r.prompt + r.prefix, r.row, r.prefix) for i, r in enumerate(batch)]
+            for r, generation in zip(batch, self.generate_batch(prompts, timings, max_new_tokens=limit), strict=True):
                 out.append(cut(generation, r.max_new_tokens))
         return out
 
@@ -158,12 +114,14 @@ class ReferenceEngine:
         step = self.settings.prompts_per_forward
         for group_start in range(0, len(order), step):
             group = order[group_start : group_start + step]
-            for index, generation in zip(group, self.generate([prompts[i] for i in group], timings), strict=True):
+            for index, generation in zip(group, self.generate_batch([prompts[i] for i in group], timings), strict=True):
                 results[index] = generation
         return [g for g in results if g is not None]
 
     @torch.inference_mode()
-    def generate(self, prompts: list[Prompt], timings: Timings, max_new_tokens: int | None = None) -> list[Generation]:
+    def generate_batch(
+        self, prompts: list[Prompt], timings: Timings, max_new_tokens: int | None = None
+    ) -> list[Generation]:
         batch = [p.token_ids for p in prompts]
         width = max(len(ids) for ids in batch)
         input_ids = torch.tensor([[self.pad_id] * (width - len(ids)) + ids for ids in batch])
@@ -173,7 +131,7 @@ class ReferenceEngine:
         constrain = None
         if any(p.constraint for p in prompts):
             # Before the recorder: the signals are those of the masked distribution, as in the fast engine.
-            constrain = _Constrain(BatchConstraint([p.constraint for p in prompts]))
+            constrain = _Constrain(self.constrainer.batch([p.constraint for p in prompts], [p.fed for p in prompts]))
             processors.insert(0, constrain)
         started = time.perf_counter()
         self.loaded.model.generate(
@@ -199,6 +157,3 @@ class ReferenceEngine:
         config = copy.deepcopy(self.generation_config)
         config.max_new_tokens = max_new_tokens
         return config
-
-    def decode(self, token_ids: Sequence[int]) -> str:
-        return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)

@@ -14,20 +14,16 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from model.attention import make_attention, pick_backend
-from model.bloom import MIN_GEMM_ROWS, Bloom
+from model.answers.retry import Continuation
 from model.config import EngineSettings
-from model.constraints import BatchConstraint, Constrainer, RowConstraint
-from model.draft import decode_with_drafts
-from model.engine import BatchResult, decode_settings, ms_since
-from model.generate import decode_n_tokens, make_decode_one_token, prefill
-from model.loading import LoadedModel
-from model.prompt import encode_prompts
-from model.retry import Continuation, revisit
-from model.signals import Generation, collect_generations, cut
-from model.token_bytes import TokenBytes
-from model.validate import interpret
-from schemas.messages import Document, ModelInfo, Timings
+from model.engine import ExtractionFlow, Prepared, decode_settings, ms_since
+from model.grammar.mask import RowGrammar
+from model.runner.attention import make_attention, pick_backend
+from model.runner.bloom import MIN_GEMM_ROWS, Bloom
+from model.runner.generate import decode_n_tokens, decode_with_drafts, make_decode_one_token, prefill
+from model.runner.loading import LoadedModel
+from model.runner.signals import Generation, collect_generations, cut
+from schemas.messages import ModelInfo, Timings
 
 LENGTH_BUCKET = 64
 # A shared prefix shorter than this is not worth a separate prefill and a cache copy.
@@ -40,7 +36,9 @@ class DocPrompts:
     prompts: list[list[int]]
     shared: int  # tokens at the start of every prompt computed once for all of them
     # One per prompt when decoding is constrained; empty leaves the document's rows free.
-    constraints: list[RowConstraint] = field(default_factory=list)
+    constraints: list[RowGrammar] = field(default_factory=list)
+    # Per prompt, the tokens its grammar has already been fed (a re-decode's kept prefix).
+    fed: list[list[int]] = field(default_factory=list)
 
 
 def shared_prefix(prompts: Sequence[Sequence[int]]) -> int:
@@ -62,7 +60,7 @@ def batch_bucket(n: int) -> int:
     return 1 << (n - 1).bit_length()
 
 
-class FastEngine:
+class FastEngine(ExtractionFlow):
     def __init__(
         self,
         loaded: LoadedModel,
@@ -72,11 +70,8 @@ class FastEngine:
         compile_decode: bool | None = None,
         prefix_sharing: bool | None = None,
     ) -> None:
-        self.settings = settings
-        self.tokenizer = loaded.tokenizer
+        super().__init__(loaded.tokenizer, settings, loaded.device)
         self.device = loaded.device
-        self.eos_id = int(self.tokenizer.eos_token_id)
-        self.pad_id = int(self.tokenizer.pad_token_id)
         self.model = Bloom.from_transformers(loaded.model)
         self.backend = pick_backend(self.device, backend or settings.attention)
         self.attend = make_attention(self.backend)
@@ -102,7 +97,6 @@ class FastEngine:
         # bucket, and the (batch, length) views handed to the model.
         self._buffers: dict[tuple[str, int], nn.ModuleList] = {}
         self._views: dict[tuple[str, int, int], nn.ModuleList] = {}
-        self.constrainer = Constrainer(TokenBytes.from_tokenizer(self.tokenizer), self.eos_id, self.device)
         self.max_len = bucket(settings.max_input_tokens + settings.max_new_tokens + 1, LENGTH_BUCKET)
         self.info = ModelInfo(
             name=loaded.name,
@@ -114,49 +108,14 @@ class FastEngine:
             decode=decode_settings(settings),
         )
 
-    def extract(self, docs: Sequence[Document]) -> BatchResult:
-        timings = Timings()
-        started = time.perf_counter()
-        encoded = [
-            encode_prompts(self.tokenizer, doc, self.settings.labels_per_prompt, self.settings.max_input_tokens)
-            for doc in docs
-        ]
-        timings.tokenize_ms = ms_since(started)
-
-        generations: list[list[Generation]] = [[] for _ in docs]
-        for group in self.plan([e.prompts for e in encoded]):
+    def generate(self, prepared: list[Prepared], timings: Timings) -> list[list[Generation]]:
+        generations: list[list[Generation]] = [[] for _ in prepared]
+        for group in self.plan([p.encoded.prompts for p in prepared]):
             for doc_prompts in group:
-                doc, e = docs[doc_prompts.index], encoded[doc_prompts.index]
-                doc_prompts.constraints = (
-                    self.constrainer.for_document(doc, e.text, e.chunks, self.settings.constrained) or []
-                )
-            for doc, doc_generations in zip(group, self.generate(group, timings), strict=True):
+                doc_prompts.constraints = prepared[doc_prompts.index].grammars or []
+            for doc, doc_generations in zip(group, self.generate_group(group, timings), strict=True):
                 generations[doc.index] = doc_generations
-
-        started = time.perf_counter()
-        retries = revisit(
-            docs,
-            [e.chunks for e in encoded],
-            [e.prompts for e in encoded],
-            generations,
-            self.decode,
-            lambda d, c: self._row(docs[d], encoded[d].text, encoded[d].chunks[c]),
-            lambda requests: self.continue_greedy(requests, timings),
-            self.settings.max_new_tokens,
-        )
-        timings.decode_ms += ms_since(started)
-        started = time.perf_counter()
-        extractions = [
-            interpret(doc, e.chunks, generations[i], self.decode, self.settings, e.truncated, retries[i])
-            for i, (doc, e) in enumerate(zip(docs, encoded, strict=True))
-        ]
-        timings.postprocess_ms = ms_since(started)
-        tokens = sum(len(g.token_ids) for doc in generations for g in doc)
-        return BatchResult(extractions=extractions, timings=timings, generated_tokens=tokens)
-
-    def _row(self, doc: Document, source: str, labels: tuple[str, ...]) -> RowConstraint | None:
-        rows = self.constrainer.for_document(doc, source, [labels], self.settings.constrained)
-        return rows[0] if rows else None
+        return generations
 
     def continue_greedy(self, requests: list[Continuation], timings: Timings) -> list[Generation]:
         """Greedy continuations of prompts extended by kept tokens (the validation loop's re-decodes)."""
@@ -165,11 +124,11 @@ class FastEngine:
         for start in range(0, len(requests), step):
             batch = requests[start : start + step]
             group = [
-                DocPrompts(i, [r.prompt + r.prefix], 0, [r.row] if r.row is not None else [])
+                DocPrompts(i, [r.prompt + r.prefix], 0, [r.row] if r.row is not None else [], [r.prefix])
                 for i, r in enumerate(batch)
             ]
             limit = max(1, *(r.max_new_tokens for r in batch))
-            for r, [generation] in zip(batch, self.generate(group, timings, max_new_tokens=limit), strict=True):
+            for r, [generation] in zip(batch, self.generate_group(group, timings, max_new_tokens=limit), strict=True):
                 out.append(cut(generation, r.max_new_tokens))
         return out
 
@@ -190,7 +149,7 @@ class FastEngine:
         return groups
 
     @torch.inference_mode()
-    def generate(
+    def generate_group(
         self,
         group: list[DocPrompts],
         timings: Timings,
@@ -224,7 +183,10 @@ class FastEngine:
         padding = self._tensor([False] * len(rows) + [True] * (n_rows - len(rows)), torch.bool)
         constraint = None
         if any(d.constraints for d in docs):
-            constraint = BatchConstraint([c for d in docs for c in (d.constraints or [None] * len(d.prompts))])
+            constraint = self.constrainer.batch(
+                [c for d in docs for c in (d.constraints or [None] * len(d.prompts))],
+                [f for d in docs for f in (d.fed or [[]] * len(d.prompts))],
+            )
         self.forward_passes += len(logits) - 1 + (1 if any(d.shared for d in docs) else 0)
         if self.drafts and observe is None:
             steps, passes, row_passes = decode_with_drafts(
@@ -325,11 +287,8 @@ class FastEngine:
             self._views[key] = nn.ModuleList(cache.view(batch, length) for cache in full)
         return self._views[key]
 
-    def decode(self, token_ids: Sequence[int]) -> str:
-        return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
-
     def _padded(self, sequences: list[list[int]]) -> torch.Tensor:
-        # Right padding: every row starts at position 0 of the ragged cache (see model/attention.py).
+        # Right padding: every row starts at position 0 of the ragged cache (see model/runner/attention.py).
         # At least MIN_GEMM_ROWS columns, so that even one short row gives the layers' GEMMs 8 rows.
         width = max(MIN_GEMM_ROWS, *(len(s) for s in sequences))
         return self._tensor([s + [self.pad_id] * (width - len(s)) for s in sequences])

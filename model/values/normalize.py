@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from model.amounts import parse_amount, plain
-from model.dates import parse_date
-from model.field_types import EMAIL, ID_CARD, id_card_check_digit, matches
-from model.phones import parse_phone
-from model.width import fold_width
+from model.values.amounts import parse_amount, plain
+from model.values.dates import parse_date
+from model.values.field_types import EMAIL, ID_CARD, id_card_check_digit, matches
+from model.values.phones import parse_phone
+from model.values.width import fold_width
 from schemas.field_sets import FieldType
 from schemas.messages import Normalised
 

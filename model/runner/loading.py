@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 # A checkpoint that SeqStream built itself (tests, demos) says so in this file; SeqGPT's does not.
 MANIFEST = "seqstream-model.json"
 # The shipped demo model (`seqstream demo-model build`): what runs when SeqGPT is not here.
-DEMO_MODEL_DIR = Path(__file__).resolve().parent / "demo"
+DEMO_MODEL_DIR = Path(__file__).resolve().parent.parent / "demo"
 
 
 class ModelNotFoundError(RuntimeError):

@@ -3,7 +3,7 @@
 The worker keeps one micro-batch in flight (its offsets are acknowledged only once every output is
 written), so several GPUs are used by splitting that batch: each replica takes a share balanced by
 prompt tokens, all run at once, and the results come back in the batch's order. With batch
-invariance (model/fast.py), how a batch is split does not change any document's output.
+invariance (model/runner/fast.py), how a batch is split does not change any document's output.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 import msgspec
 import torch
 
+from model.answers.validate import Extraction
 from model.engine import BatchResult, Engine
-from model.validate import Extraction
 from schemas.messages import Document, Timings
 
 

@@ -11,8 +11,8 @@ import calendar
 import re
 from datetime import date
 
-from model.numerals import chinese_number
-from model.width import fold_width
+from model.values.numerals import chinese_number
+from model.values.width import fold_width
 
 # Runs of Chinese numerals (二〇二四, 十五, 廿) that cn2an turns into digits before the patterns run.
 _CN_NUMERAL = re.compile(r"[〇零一二三四五六七八九十两廿卅]+")

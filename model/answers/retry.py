@@ -4,9 +4,9 @@ Where it went wrong = the value's least certain step (smallest top-1 minus top-2
 next-best legal token replaces the greedy one and decoding goes on greedily, at most
 `RETRIES_PER_VALUE` times per value, each from the first generation. Deterministic: the same
 generation always gives the same alternatives in the same order. A value still failing keeps the
-first generation's text and goes to review with its reason (model/validate.py).
+first generation's text and goes to review with its reason (model/answers/validate.py).
 
-A person's or organisation's name that fails its lexicon (model/lexicon.py) is re-decoded locally:
+A person's or organisation's name that fails its lexicon (model/values/lexicon.py) is re-decoded locally:
 the value only, up to where it ends, and the rest of the answer stays as it was. Other failures
 decode on to the end, as a value that was wrong can make what follows it wrong too.
 """
@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from model.constraints import RowConstraint
-from model.parse import parse_extraction
-from model.signals import Generation
-from model.token_bytes import VALUE_BREAKS
-from model.validate import Decode, cut_off, detokenize, piece_steps, step_margin, value_problem
+from model.answers.parse import parse_extraction
+from model.answers.validate import Decode, cut_off, detokenize, piece_steps, step_margin, value_problem
+from model.grammar.mask import RowGrammar
+from model.grammar.token_bytes import VALUE_BREAKS
+from model.runner.signals import Generation
 from schemas.messages import Document
 
 RETRIES_PER_VALUE = 3
@@ -31,17 +31,17 @@ LOCAL_VALUE_TOKENS = 32
 
 @dataclass
 class Continuation:
-    """Greedy decoding of `prompt` + `prefix` onwards, `row` already fed `prefix`."""
+    """Greedy decoding of `prompt` + `prefix` onwards, `row`'s grammar fed `prefix` first."""
 
     prompt: list[int]
     prefix: list[int]
-    row: RowConstraint | None
+    row: RowGrammar | None
     max_new_tokens: int
 
 
 ContinueGreedy = Callable[[list[Continuation]], list[Generation]]
 # A fresh grammar state for (document, chunk), or None where decoding is not constrained.
-RowFor = Callable[[int, int], RowConstraint | None]
+RowFor = Callable[[int, int], RowGrammar | None]
 
 
 @dataclass
@@ -159,9 +159,6 @@ def revisit(
             r.attempts += 1
             row = row_for(r.doc, r.chunk)
             prefix = [*r.base.token_ids[: r.step], token]
-            if row is not None:
-                for t in prefix:
-                    row.advance(t)
             # Unconstrained, a token may run from the value into what follows: no local cut there.
             local = row is not None and docs[r.doc].field_types.get(r.label) in LOCAL_TYPES
             room = max_new_tokens - len(prefix)

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from model.answers.parse import ParsedAnswer, Piece, parse_classification, parse_extraction
 from model.config import EngineSettings
-from model.normalize import Mismatch, normalise
-from model.parse import ParsedAnswer, Piece, parse_classification, parse_extraction
-from model.signals import Generation
+from model.runner.signals import Generation
+from model.values.normalize import Mismatch, normalise
 from schemas.field_sets import FieldType
 from schemas.messages import Document, EntropyAlarm, ReviewCode, ReviewReason, Span, TokenChoice
 
@@ -40,7 +40,7 @@ class Extraction:
     reasons: list[ReviewReason] = field(default_factory=list)
     alarms: list[EntropyAlarm] = field(default_factory=list)
     alarmed_steps: int = 0
-    # Re-decodes the validation loop spent on failing values (model/retry.py).
+    # Re-decodes the validation loop spent on failing values (model/answers/retry.py).
     retries: int = 0
     traces: list[DecodeTrace] = field(default_factory=list)
 
@@ -58,7 +58,7 @@ def interpret(
     truncated: bool,
     retries: Sequence[Mapping[str, int]] = (),
 ) -> Extraction:
-    """`retries`, per chunk, the re-decodes the validation loop spent per label (model/retry.py)."""
+    """`retries`, per chunk, the re-decodes the validation loop spent per label (model/answers/retry.py)."""
     result = Extraction(doc_id=doc.doc_id, retries=sum(n for chunk in retries for n in chunk.values()))
     if truncated:
         result.reasons.append(

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 
-from model.amounts import parse_amount
-from model.dates import parse_date
-from model.lexicon import organisation_ok, person_ok
-from model.phones import parse_phone
-from model.width import fold_width
+from model.values.amounts import parse_amount
+from model.values.dates import parse_date
+from model.values.lexicon import organisation_ok, person_ok
+from model.values.phones import parse_phone
+from model.values.width import fold_width
 from schemas.field_sets import FieldType
 
 ID_CARD = re.compile(r"[0-9]{17}[0-9X]")

@@ -24,7 +24,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from model.kv_cache import KVCache
+from model.runner.kv_cache import KVCache
 
 
 def alibi_slopes(n_head: int) -> torch.Tensor:

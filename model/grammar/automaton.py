@@ -1,4 +1,4 @@
-"""SeqGPT's answer format as a byte automaton: what `model/parse.py` reads and `format_extraction` writes.
+"""SeqGPT's answer format as a byte automaton: what `model/answers/parse.py` reads and `format_extraction` writes.
 
     answer := line ("\n" line)* EOS        one line per requested label, each label once
     line   := label ": " ("None" | value ("\t" value)*)
@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from model.field_types import FieldType, viable_prefix
-from model.token_bytes import VALUE_BREAKS
+from model.grammar.token_bytes import VALUE_BREAKS
+from model.values.field_types import FieldType, viable_prefix
 
 NONE_WORD = b"None"
 LABEL_SEPARATOR = b": "

@@ -14,8 +14,8 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import BloomConfig, PreTrainedModel
 
-from model.attention import Attend, alibi_slopes
-from model.kv_cache import KVCache
+from model.runner.attention import Attend, alibi_slopes
+from model.runner.kv_cache import KVCache
 
 # Below 8 rows the CPU's GEMM switches kernels (gemv, small-M paths) and rounds differently (by
 # 1e-5 in logits, measured); every matmul gets at least 8 rows so that a row's numbers do not

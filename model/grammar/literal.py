@@ -1,0 +1,192 @@
+"""The fixed part of SeqGPT's answer format for one label chunk, as token tables.
+
+    answer := line ("\\n" line)* EOS        one line per requested label, each label once
+    line   := label ": " ("None" | value ("\\t" value)*)
+
+Everything but the values' bytes is literal: label heads (`甲方: `), `None`, tab and newline. Its
+states are few (a trie over the chunk's heads, a value start per label, the letters of `None`, a line
+end, and the way out of a value per label), and which labels are answered is kept apart, as a bit
+mask per row, so the tables do not grow with the orders labels may come in. For each state the
+tokens a literal walk may take are listed once, with where they lead and on what condition:
+
+- `done`: the labels whose heads the token completes (each must still be unanswered);
+- `need`: when the token ends inside a head, the labels whose heads pass through there, less those
+  the token itself completed (one of them must still be unanswered); -1 where there is no such
+  condition.
+
+Where a walk reaches a value's start inside a token (BPE glues a space to a word: ` 上海`), the
+state lists a *glue* head: the bytes before the value, and the label. Which tokens follow a glue head
+depends on the document, so model/grammar/source.py finds them.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+import numpy as np
+
+from model.grammar.token_bytes import TokenBytes
+
+NONE_WORD = b"None"
+LABEL_SEPARATOR = b": "
+TAB, NEWLINE = 9, 10
+# How a state admits end-of-sequence: never, when every label is answered, or also only where the
+# value so far may end (the way out of a value).
+EOS_NEVER, EOS_IF_COMPLETE, EOS_IF_COMPLETE_AND_ENDED = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class LiteralStep:
+    token: int
+    state: int
+    done: int
+    need: int
+
+
+@dataclass(frozen=True)
+class Glue:
+    head: bytes
+    label: int
+    done: int
+
+
+@dataclass
+class ChunkTable:
+    """Literal states of one label chunk. State 0 is a line's start."""
+
+    labels: tuple[str, ...]
+    heads: list[bytes]
+    steps: list[list[LiteralStep]]
+    glues: list[list[Glue]]
+    eos: list[int]
+    exit_state: list[int]  # per label, the state of "inside a value of this label"
+    line_prefix: list[bytes | None]  # per state, the head bytes so far when it is a line state
+
+    @property
+    def complete(self) -> int:
+        return (1 << len(self.labels)) - 1
+
+
+class _Builder:
+    def __init__(self, labels: tuple[str, ...], vocab: TokenBytes) -> None:
+        self.vocab = vocab
+        self.heads = [label.encode() + LABEL_SEPARATOR for label in labels]
+        prefixes = sorted({h[:n] for h in self.heads for n in range(len(h))}, key=lambda p: (len(p), p))
+        self.states: list[tuple] = [("line", p) for p in prefixes]
+        self.states += [("start", i, first) for i in range(len(labels)) for first in (True, False)]
+        self.states += [("none", k) for k in range(1, len(NONE_WORD))] + [("line_end",)]
+        self.states += [("exit", i) for i in range(len(labels))]
+        self.index = {s: i for i, s in enumerate(self.states)}
+
+    def below(self, prefix: bytes) -> int:
+        return sum(1 << i for i, h in enumerate(self.heads) if h.startswith(prefix))
+
+    def step(self, state: tuple, b: int, done: int) -> tuple[tuple, int] | None:
+        kind = state[0]
+        if kind == "line":
+            prefix = state[1] + bytes([b])
+            for i, h in enumerate(self.heads):
+                if h == prefix and not done >> i & 1:
+                    return ("start", i, True), done | 1 << i
+            if any(
+                len(h) > len(prefix) and h.startswith(prefix) and not done >> i & 1 for i, h in enumerate(self.heads)
+            ):
+                return ("line", prefix), done
+            return None
+        if kind == "start":
+            return (("none", 1), done) if state[2] and b == NONE_WORD[0] else None
+        if kind == "none":
+            if b != NONE_WORD[state[1]]:
+                return None
+            return (("line_end",) if state[1] + 1 == len(NONE_WORD) else ("none", state[1] + 1)), done
+        if kind == "line_end":
+            return (("line", b""), done) if b == NEWLINE else None
+        if b == TAB:
+            return ("start", state[1], False), done
+        return (("line", b""), done) if b == NEWLINE else None
+
+    def literal_bytes(self, state: tuple) -> list[int]:
+        kind = state[0]
+        if kind == "line":
+            n = len(state[1])
+            return sorted({h[n] for h in self.heads if h.startswith(state[1]) and len(h) > n})
+        if kind == "start":
+            return [NONE_WORD[0]] if state[2] else []
+        if kind == "none":
+            return [NONE_WORD[state[1]]]
+        if kind == "line_end":
+            return [NEWLINE]
+        return [TAB, NEWLINE]
+
+    def walk(self, start: tuple) -> tuple[list[LiteralStep], list[Glue]]:
+        """Breadth-first over the literal bytes from `start`, as deep as some token still starts with them."""
+        steps: list[LiteralStep] = []
+        glues: list[Glue] = []
+        if start[0] == "start":
+            glues.append(Glue(b"", start[1], 0))
+        frontier: list[tuple[bytes, tuple, int]] = [(b"", start, 0)]
+        while frontier:
+            head, state, done = frontier.pop()
+            for b in self.literal_bytes(state):
+                moved = self.step(state, b, done)
+                longer = head + bytes([b])
+                if moved is None or not _starts_some_token(self.vocab, longer):
+                    continue
+                following, now_done = moved
+                # Ending inside a head, one of the labels below must still be free; -1: no condition.
+                need = self.below(following[1]) & ~now_done if following[0] == "line" else -1
+                for token in self.vocab.ids.get(longer, ()):
+                    steps.append(LiteralStep(token, self.index[following], now_done, need))
+                if following[0] == "start" and _extends_some_token(self.vocab, longer):
+                    glues.append(Glue(longer, following[1], now_done))
+                frontier.append((longer, following, now_done))
+        return steps, glues
+
+
+def build_chunk_table(labels: tuple[str, ...], vocab: TokenBytes) -> ChunkTable:
+    builder = _Builder(labels, vocab)
+    walked = [builder.walk(s) for s in builder.states]
+    eos = [
+        EOS_IF_COMPLETE if s[0] == "line_end" else EOS_IF_COMPLETE_AND_ENDED if s[0] == "exit" else EOS_NEVER
+        for s in builder.states
+    ]
+    return ChunkTable(
+        labels=labels,
+        heads=builder.heads,
+        steps=[w[0] for w in walked],
+        glues=[w[1] for w in walked],
+        eos=eos,
+        exit_state=[builder.index[("exit", i)] for i in range(len(labels))],
+        line_prefix=[s[1] if s[0] == "line" else None for s in builder.states],
+    )
+
+
+def _starts_some_token(vocab: TokenBytes, prefix: bytes) -> bool:
+    i = bisect.bisect_left(vocab.ordered, prefix)
+    return i < len(vocab.ordered) and vocab.ordered[i].startswith(prefix)
+
+
+def _extends_some_token(vocab: TokenBytes, prefix: bytes) -> bool:
+    """Whether some token is `prefix` and more."""
+    i = bisect.bisect_right(vocab.ordered, prefix)
+    return i < len(vocab.ordered) and vocab.ordered[i].startswith(prefix)
+
+
+def pad_steps(tables: list[ChunkTable], sentinel: int) -> tuple[np.ndarray, ...]:
+    """The literal steps of several chunk tables, states concatenated in order, padded to one width:
+    (token, state, done, need) arrays [states, width]; the sentinel token pads."""
+    rows = [s for t in tables for s in t.steps]
+    offsets = np.cumsum([0] + [len(t.steps) for t in tables])
+    width = max(1, *(len(r) for r in rows)) if rows else 1
+    token = np.full((len(rows), width), sentinel, dtype=np.int64)
+    state = np.full((len(rows), width), -1, dtype=np.int64)
+    done = np.zeros((len(rows), width), dtype=np.int64)
+    need = np.full((len(rows), width), -1, dtype=np.int64)
+    r = 0
+    for t, offset in zip(tables, offsets, strict=False):
+        for row in t.steps:
+            for k, s in enumerate(row):
+                token[r, k], state[r, k], done[r, k], need[r, k] = s.token, s.state + offset, s.done, s.need
+            r += 1
+    return token, state, done, need

@@ -1,0 +1,131 @@
+"""One document's source as the constraint sees it: its bytes, where a value may start, every
+(position, token) match, the tokens that open a value after a given head, and how far a typed value
+may run from each start. Built once per document with numpy, then only looked up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from model.grammar.vocab import VocabIndex
+from model.values.field_types import viable_prefix
+from schemas.field_sets import FieldType
+
+# Bytes a value never starts on, besides the value breaks: blanks, and the ideographic space's lead.
+_BLANKS = np.zeros(256, dtype=bool)
+_BLANKS[[ord(" "), ord("\r"), ord("\t"), ord("\n")]] = True
+_IDEOGRAPHIC_SPACE = "\u3000".encode()
+# Types whose values are checked while they are decoded (model/values/field_types.py:viable_prefix).
+CHECKED_TYPES = frozenset({"phone", "id_card", "email"})
+UNLIMITED = np.iinfo(np.int64).max // 4
+
+
+@dataclass
+class Entries:
+    """Tokens made of a head and then the start of a value: one row per (start, token), sorted by token."""
+
+    pos: np.ndarray  # where the value starts in the source
+    tok: np.ndarray
+    taken: np.ndarray  # bytes of the token that come from the source (the head's are not)
+
+
+@dataclass
+class SourceTables:
+    data: np.ndarray  # uint8 [P]
+    boundary: np.ndarray  # bool [P + 1]: a character starts here (or the text ends)
+    starts: np.ndarray  # int64: positions where a value may start
+    # Every (position, token) match, sorted by position then token; the tokens at p are
+    # match_tok[first[p]:first[p + 1]]; key = position * (vocab + 1) + token, for membership tests.
+    match_pos: np.ndarray
+    match_tok: np.ndarray
+    first: np.ndarray
+    key: np.ndarray
+    entries: dict[bytes, Entries] = field(default_factory=dict)
+    reach: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+
+def prepare_source(text: str, vocab: VocabIndex) -> SourceTables:
+    raw = text.encode()
+    data = np.frombuffer(raw, dtype=np.uint8)
+    size = len(data)
+    boundary = np.ones(size + 1, dtype=bool)
+    boundary[:size] = (data & 0xC0) != 0x80
+    may_start = boundary[:size] & ~_BLANKS[data]
+    at = raw.find(_IDEOGRAPHIC_SPACE)
+    while at >= 0:
+        may_start[at] = False
+        at = raw.find(_IDEOGRAPHIC_SPACE, at + 1)
+    pos, tok, _ = vocab.matches(data, np.arange(size))
+    order = np.lexsort((tok, pos))
+    pos, tok = pos[order], tok[order]
+    first = np.searchsorted(pos, np.arange(size + 2))
+    tables = SourceTables(
+        data=data,
+        boundary=boundary,
+        starts=np.flatnonzero(may_start),
+        match_pos=pos,
+        match_tok=tok,
+        first=first,
+        key=pos * (vocab.size + 1) + tok,
+    )
+    return tables
+
+
+def entries(tables: SourceTables, vocab: VocabIndex, head: bytes) -> Entries:
+    """Tokens spelling `head` and then a value's first bytes, at every start (cached per head)."""
+    found = tables.entries.get(head)
+    if found is None:
+        if head:
+            pos, tok, taken = vocab.matches(tables.data, tables.starts, head)
+        else:
+            at_start = np.zeros(tables.size + 1, dtype=bool)
+            at_start[tables.starts] = True
+            keep = at_start[tables.match_pos]
+            pos, tok = tables.match_pos[keep], tables.match_tok[keep]
+            taken = vocab.lengths[tok]
+        order = np.argsort(tok, kind="stable")
+        found = tables.entries[head] = Entries(pos[order], tok[order], taken[order])
+    return found
+
+
+def reach(tables: SourceTables, kind: FieldType) -> np.ndarray:
+    """[P + 1]: per start, the byte where the longest value of the checked type `kind` starting there
+    may end (values are checked as prefixes: model/values/field_types.py:viable_prefix)."""
+    found = tables.reach.get(kind)
+    if found is None:
+        found = tables.reach[kind] = _typed_reach(tables, kind)
+    return found
+
+
+# Longest values of checked types, in characters: a phone's spelling, an ID number, an e-mail address.
+LONGEST = {"phone": 32, "id_card": 18, "email": 254}
+
+
+def _typed_reach(tables: SourceTables, kind: FieldType) -> np.ndarray:
+    """The check is prefix-closed (every prefix of a viable value is viable), so the longest viable run
+    from each start is found by binary search over its length in characters. A cut character counts
+    as the source character it is cut from."""
+    text = tables.data.tobytes().decode()
+    offsets = np.concatenate([[0], np.cumsum([len(ch.encode()) for ch in text])]).astype(np.int64)
+    char_at = np.full(tables.size + 1, -1, dtype=np.int64)
+    char_at[offsets] = np.arange(len(offsets))
+    out = np.arange(tables.size + 1, dtype=np.int64)  # a start that cannot open a value reaches itself
+    for p in tables.starts:
+        i = int(char_at[p])
+        if not viable_prefix(kind, text[i]):
+            continue
+        lo, hi = 1, min(len(text) - i, LONGEST[kind])
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if viable_prefix(kind, text[i : i + mid]):
+                lo = mid
+            else:
+                hi = mid - 1
+        out[p] = offsets[i + lo]
+    return out

@@ -1,0 +1,196 @@
+"""The vocabulary as arrays: each token's bytes, length and spelling class, and a hash index that finds
+every token occurring anywhere in a document in a few vectorised passes.
+
+Preparing a document's constraint must cost well under a millisecond, so the (position, token) matches
+of a source are not found by walking a trie byte by byte in Python: every substring of the source up
+to the longest token is hashed (a polynomial rolling hash mod 2**64, one numpy pass per length) and
+looked up among the tokens' hashes; a position stops extending as soon as its bytes are no token's
+prefix.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+import numpy as np
+
+from model.grammar.token_bytes import VALUE_BREAKS, TokenBytes
+
+# An odd 64-bit multiplier; bytes enter as b + 1 so that a leading zero byte still changes the hash.
+HASH_BASE = np.uint64(0x9E3779B97F4A7C15)
+MIX = np.uint64(0xFF51AFD7ED558CCD)
+_BREAK = np.zeros(256, dtype=bool)
+_BREAK[list(VALUE_BREAKS)] = True
+_BREAK_BYTES = frozenset(VALUE_BREAKS)
+TAB_BYTE = 9
+# Below this many positions still matching, a Python loop beats another round of array operations.
+FEW_ALIVE = 24
+
+
+def rolling_hash(data: bytes, seed: int = 0) -> np.uint64:
+    h = np.uint64(seed)
+    with np.errstate(over="ignore"):
+        for b in data:
+            h = h * HASH_BASE + np.uint64(b + 1)
+    return h
+
+
+class VocabIndex:
+    """Built once per engine from its tokenizer's bytes (model/grammar/token_bytes.py)."""
+
+    def __init__(self, vocab: TokenBytes) -> None:
+        self.bytes = vocab
+        self.size = len(vocab.by_id)
+        # Token id `size` is the sentinel that pads every table; it has no bytes and matches nothing.
+        self.lengths = np.array([len(b or b"") for b in vocab.by_id] + [0], dtype=np.int64)
+        spellings = self._class_of_spelling = {data: i for i, data in enumerate(vocab.ordered)}
+        # Ids sharing their bytes (a byte-fallback twin) share a class: the step is forced all the same.
+        self.spelling = np.array(
+            [spellings[b] if b else -1 - i for i, b in enumerate(vocab.by_id)] + [-1 - self.size], dtype=np.int64
+        )
+        self.longest = max((len(b) for b in vocab.ordered), default=0)
+        # Sorted tables of token prefixes' hashes, each with the spelling it completes (-1 if none): one
+        # of the spellings without a value break (a value's own bytes never hold one, so a break in
+        # the source ends every match there by itself), and one of all, for heads that hold a break.
+        breakless = [i for i, b in enumerate(vocab.ordered) if not VALUE_BREAKS.intersection(b)]
+        self._breakless = PrefixTable.of(vocab.ordered, breakless, self.longest)
+        self._every = PrefixTable.of(vocab.ordered, list(range(len(vocab.ordered))), self.longest)
+        # CSR from a spelling (an index into vocab.ordered) to its ids, tokenizer's own spelling first.
+        ids = [vocab.ids[b] for b in vocab.ordered]
+        self._class_first = np.cumsum([0] + [len(i) for i in ids])
+        self._class_ids = np.array([t for group in ids for t in group], dtype=np.int64)
+
+    def matches(
+        self, data: np.ndarray, starts: np.ndarray, head: bytes = b""
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(start, token id, bytes taken from the source) for every token whose bytes are `head` followed
+        by a non-empty run of `data` from a position in `starts` that crosses no value break.
+        Sorted by start, then by length."""
+        found_pos, found_len, found_class = [], [], []
+        # The source followed by breaks, so that reading past its end stops a match like a break does;
+        # bytes as they enter the hash (b + 1).
+        padded = np.concatenate([data, np.full(self.longest + 1, TAB_BYTE, dtype=np.uint8)])
+        entering = padded.astype(np.uint64) + np.uint64(1)
+        table = self._every if VALUE_BREAKS.intersection(head) else self._breakless
+        alive = starts.astype(np.int64)
+        h = np.full(len(alive), rolling_hash(head), dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            for n in range(1, self.longest - len(head) + 1):
+                if len(alive) <= FEW_ALIVE:
+                    self._finish(padded, alive, n, head, found_pos, found_len, found_class)
+                    break
+                at_byte = alive + (n - 1)
+                h = h * HASH_BASE + entering[at_byte]
+                at = table.find(h)
+                keep = at >= 0
+                if head:
+                    keep &= ~_BREAK[padded[at_byte]]
+                alive, h, at = alive[keep], h[keep], at[keep]
+                cls = table.classes[at]
+                hit = cls >= 0
+                if hit.any():
+                    found_pos.append(alive[hit])
+                    found_len.append(np.full(int(hit.sum()), n, dtype=np.int64))
+                    found_class.append(cls[hit])
+        if not found_pos:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, empty
+        pos, length, cls = np.concatenate(found_pos), np.concatenate(found_len), np.concatenate(found_class)
+        # Expand each spelling to its ids (twins included), then order by (start, length).
+        counts = self._class_first[cls + 1] - self._class_first[cls]
+        pos, length = np.repeat(pos, counts), np.repeat(length, counts)
+        offsets = np.repeat(self._class_first[cls] - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+        tokens = self._class_ids[offsets]
+        order = np.lexsort((length, pos))
+        return pos[order], tokens[order], length[order]
+
+    def _finish(self, padded, alive, n, head, found_pos, found_len, found_class) -> None:
+        """The last few live positions, extended byte by byte with dictionary look-ups."""
+        vocab = self.bytes
+        for p in alive.tolist():
+            end = p + n - 1
+            while True:
+                if padded[end] in _BREAK_BYTES:
+                    break
+                end += 1
+                piece = head + padded[p:end].tobytes()
+                if not _starts_some_token(vocab.ordered, piece):
+                    break
+                if piece in self._class_of_spelling:
+                    found_pos.append(np.array([p]))
+                    found_len.append(np.array([end - p]))
+                    found_class.append(np.array([self._class_of_spelling[piece]]))
+
+
+def _starts_some_token(ordered: list[bytes], prefix: bytes) -> bool:
+    i = bisect.bisect_left(ordered, prefix)
+    return i < len(ordered) and ordered[i].startswith(prefix)
+
+
+@dataclass(frozen=True)
+class PrefixTable:
+    """Hashes of every prefix of some spellings, bucketed by the top bits of the hash times an odd
+    constant (the polynomial hash of a short string is a small number; the product spreads it), and
+    sorted: a look-up reads one bucket, about one entry, instead of binary-searching the whole table."""
+
+    hashes: np.ndarray
+    classes: np.ndarray  # per hash, the spelling it completes, -1 if none
+    first: np.ndarray  # bucket b holds hashes[first[b]:first[b + 1]]
+    shift: np.uint64
+    widest: int
+
+    @classmethod
+    def of(cls, spellings: list[bytes], chosen: list[int], longest: int) -> PrefixTable:
+        full, prefixes = _hashes([spellings[i] for i in chosen], longest)
+        with np.errstate(over="ignore"):
+            hashes = np.unique(prefixes * MIX)
+            classes = np.full(len(hashes), -1, dtype=np.int64)
+            classes[np.searchsorted(hashes, full * MIX)] = np.array(chosen, dtype=np.int64)
+        bits = max(1, int(len(hashes)).bit_length())
+        shift = np.uint64(64 - bits)
+        first = np.searchsorted(hashes >> shift, np.arange((1 << bits) + 1, dtype=np.uint64))
+        return cls(hashes, classes, first, shift, int(np.diff(first).max(initial=0)))
+
+    def find(self, h: np.ndarray) -> np.ndarray:
+        """Per hash, its index in the table, or -1."""
+        with np.errstate(over="ignore"):
+            h = h * MIX
+        bucket = (h >> self.shift).astype(np.int64)
+        lo, hi = self.first[bucket], self.first[bucket + 1]
+        out = np.full(len(h), -1, dtype=np.int64)
+        for j in range(self.widest):
+            at = lo + j
+            inside = np.flatnonzero(at < hi)
+            if not len(inside):
+                break
+            hit = inside[self.hashes[at[inside]] == h[inside]]
+            out[hit] = at[hit]
+        return out
+
+
+def _hashes(spellings: list[bytes], longest: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every spelling's hash, and the hashes of all their non-empty prefixes, one column at a time."""
+    lengths = np.array([len(b) for b in spellings], dtype=np.int64)
+    padded = np.zeros((len(spellings), max(longest, 1)), dtype=np.uint8)
+    for i, data in enumerate(spellings):
+        padded[i, : len(data)] = np.frombuffer(data, dtype=np.uint8)
+    h = np.zeros(len(spellings), dtype=np.uint64)
+    full = np.zeros(len(spellings), dtype=np.uint64)
+    prefixes = []
+    with np.errstate(over="ignore"):
+        for n in range(longest):
+            h = h * HASH_BASE + (padded[:, n].astype(np.uint64) + np.uint64(1))
+            inside = lengths > n
+            prefixes.append(h[inside])
+            full[lengths == n + 1] = h[lengths == n + 1]
+    return full, np.concatenate(prefixes) if prefixes else np.zeros(0, dtype=np.uint64)
+
+
+def member(sorted_values: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Whether each query occurs in `sorted_values` (a binary search each, no hashing of the whole array)."""
+    at = np.searchsorted(sorted_values, queries)
+    inside = at < len(sorted_values)
+    found = np.zeros(len(queries), dtype=bool)
+    found[inside] = sorted_values[at[inside]] == queries[inside]
+    return found

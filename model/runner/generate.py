@@ -1,0 +1,218 @@
+"""Greedy decoding over our BLOOM module, in gpt-fast's shape: prefill, decode_one_token,
+decode_n_tokens, and decode_with_drafts beside it. The greedy step (mask, signals, advance the
+grammar) is written once, `greedy_step`, and both decoders take it. The engine strings them together.
+
+Copy drafts (proposals in model/grammar/draft.py): verification takes, at each drafted position, the
+greedy choice of the masked logits; a draft is kept while it equals that choice, and the first choice
+that differs is kept too. So every forward pass yields at least one token and the output is the
+step-by-step one, token for token.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import torch
+
+from model.grammar.draft import PromptIndex, propose
+from model.grammar.mask import GrammarBatch
+from model.runner.attention import Attend
+from model.runner.bloom import Bloom
+from model.runner.signals import StepSignals, step_signals
+
+DecodeStep = Callable[[Bloom, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def prefill(
+    model: Bloom,
+    attend: Attend,
+    tokens: torch.Tensor,
+    start: torch.Tensor,
+    lengths: torch.Tensor,
+) -> torch.Tensor:
+    """Run the new tokens [B, S] (row b's real ones are the first lengths[b], placed from cache
+    position start[b]); returns the logits [B, V] after each row's last real token.
+
+    Padding tokens all write to the cache's last slot, which no real query reaches: rows of any
+    lengths and starts share one call without writing past the cache or over each other.
+    """
+    steps = torch.arange(tokens.shape[1], device=tokens.device)
+    trash = model.caches[0].k.shape[1] - 1
+    q_pos = (start[:, None] + steps).masked_fill(steps >= lengths[:, None], trash)
+    return model(tokens, q_pos, attend, last=lengths - 1)
+
+
+def make_decode_one_token(attend: Attend) -> DecodeStep:
+    def decode_one_token(model: Bloom, token: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """One greedy step: the token [B] just chosen enters the cache at position pos [B]."""
+        return model(token[:, None], pos[:, None], attend)
+
+    return decode_one_token
+
+
+def greedy_step(
+    logits: torch.Tensor, top_k: int, constraint: GrammarBatch | None, which: Sequence[int] | None = None
+) -> StepSignals:
+    """One greedy step for the batch rows `which` (all by default; `logits` holds theirs, in that
+    order): the grammar's mask, the signals, and the grammar fed the chosen tokens. The signals are
+    those of the masked distribution, apart from the entropy, which is the full one's."""
+    if constraint is None:
+        return step_signals(logits, top_k)
+    masked, forced = constraint.apply(logits, which)
+    signals = step_signals(masked, top_k, logits)
+    signals.forced = forced
+    constraint.advance(signals.chosen, which)
+    return signals
+
+
+# Without a grammar (whose advance brings the chosen tokens to the host anyway), the host asks
+# whether every row has ended only this often: each question waits for the device.
+END_CHECK_STEPS = 8
+
+
+def decode_n_tokens(
+    model: Bloom,
+    step: DecodeStep,
+    logits: torch.Tensor,
+    pos: torch.Tensor,
+    max_new_tokens: int,
+    eos_id: int,
+    top_k: int,
+    ended: torch.Tensor,
+    observe: Callable[[torch.Tensor], None] | None = None,
+    constraint: GrammarBatch | None = None,
+) -> list[StepSignals]:
+    """Greedy continuation from the prefill logits until every row has ended or the limit is hit.
+
+    `ended` [B] starts True for rows that only pad a batch to its compiled shape. `observe`, if
+    given, sees each step's full logits (equivalence tests compare them with transformers'), before
+    the constraint, if any, masks them.
+    """
+    steps: list[StepSignals] = []
+    ended = ended.clone()
+    for i in range(max_new_tokens):
+        if observe is not None:
+            observe(logits)
+        signals = greedy_step(logits, top_k, constraint)
+        steps.append(signals)
+        ended |= signals.chosen == eos_id
+        if i == max_new_tokens - 1:
+            break
+        if constraint is not None:
+            if bool(constraint.state.ended.all()):  # host state: no wait for the device
+                break
+        elif (i + 1) % END_CHECK_STEPS == 0 and bool(ended.all()):
+            break
+        logits = step(model, signals.chosen, pos + i)
+    return steps
+
+
+def decode_with_drafts(
+    model: Bloom,
+    attend: Attend,
+    logits: torch.Tensor,
+    pos: torch.Tensor,
+    max_new_tokens: int,
+    eos_id: int,
+    top_k: int,
+    ended: torch.Tensor,
+    constraint: GrammarBatch | None,
+    prompts: Sequence[Sequence[int]],
+    draft_tokens: int,
+) -> tuple[list[StepSignals], int, list[int]]:
+    """What `decode_n_tokens` returns, with per-step `taken` rows; the forward passes it made, and
+    per row the passes it was decoded in (fewer than the batch's where other rows take longer)."""
+    rows = logits.shape[0]
+    done = ended.tolist()
+    generated: list[list[int]] = [[] for _ in range(rows)]
+    positions = pos.tolist()
+    trash = model.caches[0].k.shape[1] - 1
+    steps: list[StepSignals] = []
+    passes = 0
+    row_passes = [0] * rows
+    indexes = [PromptIndex(p) for p in prompts]
+    # Per row, how many tokens to draft: halved when a whole draft is rejected, doubled when one is
+    # kept whole. A row whose guesses keep failing then costs a pass little more than a plain step
+    # (on a CPU, the LM head over every drafted position is most of a pass).
+    budget = [draft_tokens] * rows
+    first = _rows(done)
+    part = logits[torch.tensor(first, dtype=torch.long, device=logits.device)]
+    chosen = _take(steps, part, first, rows, constraint, top_k, generated, done, eos_id, max_new_tokens)
+    steps[-1].drafted = torch.zeros(rows, dtype=torch.bool, device=logits.device)
+    while not all(done):
+        drafts = []
+        for r in range(rows):
+            room = max_new_tokens - len(generated[r])
+            drafts.append([] if done[r] else propose(constraint, r, indexes[r], generated[r], min(budget[r], room)))
+        width = 1 + max(len(d) for d in drafts)
+        tokens = [[chosen[r], *drafts[r]] + [eos_id] * (width - 1 - len(drafts[r])) for r in range(rows)]
+        q_pos = [
+            [positions[r] + j if j <= len(drafts[r]) and not done[r] else trash for j in range(width)]
+            for r in range(rows)
+        ]
+        # Where row r's step j sits among the positions whose logits are computed.
+        verifying = _rows(done)
+        flat = [r * width + j for r in verifying for j in range(1 + len(drafts[r]))]
+        offset, n = {}, 0
+        for r in verifying:
+            offset[r], n = n, n + 1 + len(drafts[r])
+        device = logits.device
+        tensors = [torch.tensor(t, device=device) for t in (tokens, q_pos, flat)]
+        every = model.every_logits(tensors[0], tensors[1], attend, tensors[2])
+        passes += 1
+        for r in verifying:
+            row_passes[r] += 1
+        for j in range(width):
+            part = every[torch.tensor([offset[r] + j for r in verifying], device=device)]
+            picked = _take(steps, part, verifying, rows, constraint, top_k, generated, done, eos_id, max_new_tokens)
+            kept = [r for r in verifying if j < len(drafts[r]) and picked[r] == drafts[r][j]]
+            steps[-1].drafted = torch.tensor([r in kept for r in range(rows)], device=device)
+            for r in verifying:
+                if r in kept and not done[r]:
+                    continue
+                chosen[r] = picked[r]
+                positions[r] += j + 1
+                budget[r] = _next_budget(budget[r], j, len(drafts[r]), draft_tokens)
+            verifying = [r for r in kept if not done[r]]
+            if not verifying:
+                break
+    return steps, passes, row_passes
+
+
+def _rows(done: list[bool]) -> list[int]:
+    return [r for r, d in enumerate(done) if not d]
+
+
+def _next_budget(budget: int, kept: int, drafted: int, most: int) -> int:
+    if drafted and kept == drafted:
+        return min(most, budget * 2)
+    if drafted and kept == 0:
+        return max(1, budget // 2)
+    return budget
+
+
+def _take(steps, logits, which, rows, constraint, top_k, generated, done, eos_id, max_new_tokens) -> list[int]:
+    """One greedy step for the batch rows `which`, recorded as taken. Past a draft's first position few
+    rows still verify, and each row's signals are passes over the whole vocabulary."""
+    signals = _widen(greedy_step(logits, top_k, constraint, which), which, rows)
+    taken = set(which)
+    signals.taken = torch.tensor([r in taken for r in range(rows)], device=logits.device)
+    steps.append(signals)
+    picked = signals.chosen.tolist()
+    for r in which:
+        generated[r].append(picked[r])
+        done[r] = done[r] or picked[r] == eos_id or len(generated[r]) >= max_new_tokens
+    return picked
+
+
+def _widen(part: StepSignals, which: list[int], rows: int) -> StepSignals:
+    """Signals of the rows `which`, placed in a batch of `rows` (the others zero: not taken)."""
+    index = torch.tensor(which, dtype=torch.long, device=part.chosen.device)
+
+    def widen(t: torch.Tensor | None) -> torch.Tensor | None:
+        if t is None:
+            return None
+        return torch.zeros((rows, *t.shape[1:]), dtype=t.dtype, device=t.device).index_copy_(0, index, t)
+
+    return StepSignals(**{f.name: widen(getattr(part, f.name)) for f in dataclasses.fields(StepSignals)})
