@@ -30,7 +30,7 @@ class EngineSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     confidence_threshold: float = 0.85
     entropy_threshold: float = 2.5
     top_alternatives: int = 5
-    # Decode only answers the parser reads, with values copied from the source (model/grammar/constraints.py).
+    # Decode only answers the parser reads, with values copied from the source (model/grammar/mask.py).
     constrained: bool = True
     # Copy-draft decoding (model/grammar/draft.py): several tokens per forward pass, the same tokens. auto = on
     # CUDA only. A verify pass's matrix products take shapes set by the batch mates' drafts, and

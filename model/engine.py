@@ -14,7 +14,7 @@ from transformers import PreTrainedTokenizerBase
 
 from model.answers.prompt import EncodedDocument, encode_prompts
 from model.answers.retry import Continuation, revisit
-from model.answers.validate import Extraction, interpret
+from model.answers.validate import Detokenizer, Extraction, interpret
 from model.config import EngineSettings
 from model.grammar.mask import Constrainer, RowGrammar
 from model.grammar.token_bytes import TokenBytes
@@ -80,7 +80,9 @@ class ExtractionFlow:
         self.settings = settings
         self.eos_id = int(tokenizer.eos_token_id)
         self.pad_id = int(tokenizer.pad_token_id)
-        self.constrainer = Constrainer(TokenBytes.from_tokenizer(tokenizer), self.eos_id, device)
+        vocab = TokenBytes.from_tokenizer(tokenizer)
+        self.constrainer = Constrainer(vocab, self.eos_id, device)
+        self.decode = Detokenizer(tokenizer, vocab)
 
     def prepare(self, docs: Sequence[Document], timings: Timings) -> list[Prepared]:
         """Prompts tokenised and grammars built (timed as tokenize_ms: the inputs' preparation)."""
@@ -129,6 +131,3 @@ class ExtractionFlow:
     def continue_greedy(self, requests: list[Continuation], timings: Timings) -> list[Generation]:
         """Greedy continuations of prompts extended by kept tokens (the validation loop's re-decodes)."""
         raise NotImplementedError
-
-    def decode(self, token_ids: Sequence[int]) -> str:
-        return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)

@@ -23,11 +23,11 @@ import torch
 from model.answers.validate import Extraction
 from model.config import EngineSettings
 from model.engine import ms_since, sum_timings
-from model.grammar.constraints import SourceIndex
 from model.runner.fast import FastEngine
 from model.runner.loading import load_model
 from model.runner.reference import ReferenceEngine
 from model.tiny import build_tiny_bloom
+from ops.oracle.constraints import SourceIndex
 from ops.samples import sample_documents
 from schemas.decode import decode_document
 from schemas.messages import Document, Timings

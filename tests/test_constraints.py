@@ -1,4 +1,4 @@
-"""Constrained greedy decoding (model/grammar/constraints.py): every answer parses, asks only for requested
+"""Constrained greedy decoding (model/grammar/mask.py): every answer parses, asks only for requested
 labels and copies every value from the source, on random tiny BLOOMs and random texts."""
 
 from __future__ import annotations
@@ -15,9 +15,11 @@ from model.answers.parse import parse_extraction
 from model.answers.prompt import encode_prompts
 from model.answers.validate import Extraction
 from model.config import EngineSettings
-from model.grammar.automaton import Grammar, Source
-from model.grammar.constraints import BatchConstraint, Constrainer
+from model.grammar.mask import Constrainer
+from model.grammar.source import prepare_source
+from model.grammar.source import reach as typed_reach
 from model.grammar.token_bytes import TokenBytes
+from model.grammar.vocab import VocabIndex
 from model.runner.fast import FastEngine
 from model.runner.loading import load_model
 from model.runner.reference import ReferenceEngine
@@ -153,7 +155,7 @@ def test_end_of_sequence_waits_for_every_label(random_model) -> None:
     tokenizer = loaded.tokenizer
     constrainer = Constrainer(TokenBytes.from_tokenizer(tokenizer), tokenizer.eos_token_id, torch.device("cpu"))
     [row] = constrainer.rows("甲方：王伟，乙方：李娜。", [("甲方", "乙方")])
-    batch = BatchConstraint([row])
+    batch = constrainer.batch([row])
     for token in tokenizer("甲方: 王伟\n乙方: None", add_special_tokens=False)["input_ids"]:
         masked, _ = batch.apply(torch.zeros(1, len(tokenizer)))
         assert masked[0, token] == 0, tokenizer.decode([token])
@@ -166,10 +168,13 @@ def test_end_of_sequence_waits_for_every_label(random_model) -> None:
 def test_a_typed_value_may_not_start_on_half_a_character_it_cannot_become() -> None:
     # Judged as nothing, half of 招 passed as a phone prefix; then no token could follow it and
     # the row fell back to end-of-sequence with labels unanswered.
-    grammar = Grammar(Source("招聘电话：１３８ 0013 8000"), ("电话",), {"电话": "phone"})
-    assert not grammar.viable(0, "招".encode()[:2])
-    assert grammar.viable(0, "１".encode()[:2])  # a full-width digit, half read
-    assert grammar.viable(0, "１３８ 00".encode())
+    text = "招聘电话：１３８ 0013 8000"
+    tables = prepare_source(text, VocabIndex(TokenBytes(by_id=[b"x"], ids={b"x": (0,)}, ordered=[b"x"])))
+    reach = typed_reach(tables, "phone")
+    assert reach[0] == 0  # no phone starts on 招, whole or half
+    digit = len("招聘电话：".encode())
+    assert reach[digit] == len(text.encode())  # a full-width digit, half read, may become a phone
+    assert len("招聘电话：１３８ 00".encode()) <= reach[digit]
 
 
 def test_values_come_only_from_the_text_the_prompt_holds(random_model) -> None:

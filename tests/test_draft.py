@@ -11,8 +11,8 @@ import torch
 
 from model.answers.prompt import build_prompt
 from model.config import EngineSettings
-from model.grammar.mask import Constrainer
 from model.grammar.draft import PromptIndex, propose
+from model.grammar.mask import Constrainer
 from model.grammar.token_bytes import TokenBytes
 from model.runner.fast import FastEngine
 from model.runner.loading import load_model

@@ -8,6 +8,7 @@ something we accept (a substring of the source, or a known label when classifyin
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -61,6 +62,14 @@ def parse_extraction(output: str, labels: Sequence[str], accept: Callable[[str],
         else:
             answer.values[label] = _dedupe(split_values(value, value_start, accept))
     return answer
+
+
+@functools.lru_cache(maxsize=4096)
+def read_extraction(output: str, labels: tuple[str, ...], text: str) -> ParsedAnswer:
+    """`parse_extraction` of an answer to a document, values accepted as they occur in its text;
+    memoised, as the validation loop and the interpretation read the same answers (callers must
+    not change what it returns)."""
+    return parse_extraction(output, labels, text.__contains__)
 
 
 def format_extraction(labels: Sequence[str], values: Mapping[str, Sequence[str]]) -> str:

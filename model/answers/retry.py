@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from model.answers.parse import parse_extraction
+from model.answers.parse import read_extraction
 from model.answers.validate import Decode, cut_off, detokenize, piece_steps, step_margin, value_problem
 from model.grammar.mask import RowGrammar
 from model.grammar.token_bytes import VALUE_BREAKS
@@ -66,7 +66,7 @@ def first_failure(doc: Document, labels: Sequence[str], generation: Generation, 
     """(label, step, end) of the earliest failing value of a label not in `skip`, or None: its least
     certain step, and the step after its last token."""
     output, ends = detokenize(generation.token_ids, decode)
-    answer = parse_extraction(output, labels, doc.text.__contains__)
+    answer = read_extraction(output, tuple(labels), doc.text)
     failing = []
     for label, pieces in answer.values.items():
         if label in skip:
@@ -203,5 +203,5 @@ def _next_revisit(docs, chunks, states, d: int, c: int, decode: Decode) -> list[
 
 def _label_fails(doc: Document, labels: Sequence[str], generation: Generation, decode: Decode, label: str) -> bool:
     output, _ = detokenize(generation.token_ids, decode)
-    answer = parse_extraction(output, labels, doc.text.__contains__)
+    answer = read_extraction(output, tuple(labels), doc.text)
     return label not in answer.values or any(value_problem(doc, label, p.text) for p in answer.values[label])

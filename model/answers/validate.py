@@ -10,11 +10,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import msgspec
+from transformers import PreTrainedTokenizerBase
 
-from model.answers.parse import ParsedAnswer, Piece, parse_classification, parse_extraction
+from model.answers.parse import ParsedAnswer, Piece, parse_classification, read_extraction
 from model.config import EngineSettings
+from model.grammar.token_bytes import TokenBytes
 from model.runner.signals import Generation
-from model.values.normalize import Mismatch, normalise
+from model.values.normalize import Mismatch, normal_form
 from schemas.field_sets import FieldType
 from schemas.messages import Document, EntropyAlarm, ReviewCode, ReviewReason, Span, TokenChoice
 
@@ -66,7 +68,7 @@ def interpret(
                 code=ReviewCode.TRUNCATED, detail="the document is longer than the model window; only its head was read"
             )
         )
-    alarms: list[EntropyAlarm] = []
+    alarmed: list[tuple[float, int, int]] = []  # (entropy, chunk, step) of every step above the threshold
     for chunk_index, (labels, generation) in enumerate(zip(chunks, generations, strict=True)):
         output, token_ends = detokenize(generation.token_ids, decode)
         # Slices of text already decoded: the audit trail costs nothing here when it is off.
@@ -75,7 +77,7 @@ def interpret(
         if doc.task == "classify":
             answer = parse_classification(output, labels)
         else:
-            answer = parse_extraction(output, labels, doc.text.__contains__)
+            answer = read_extraction(output, tuple(labels), doc.text)
         chunk_retries = retries[chunk_index] if retries else {}
         _collect(result, doc, labels, answer, generation, output, token_ends, settings, chunk_retries)
         if not generation.finished:
@@ -85,15 +87,19 @@ def interpret(
                     detail=f"prompt {chunk_index} hit the limit of {settings.max_new_tokens} new tokens",
                 )
             )
-        alarms.extend(_alarms(chunk_index, generation, decode, settings))
-    result.alarmed_steps = len(alarms)
-    if alarms:
-        worst = sorted(alarms, key=lambda a: (-a.entropy_nats, a.chunk, a.step))[:MAX_ALARMS_PER_DOCUMENT]
-        result.alarms = sorted(worst, key=lambda a: (a.chunk, a.step))
+        threshold = settings.entropy_threshold
+        alarmed += [(e, chunk_index, step) for step, e in enumerate(generation.entropies) if e > threshold]
+    result.alarmed_steps = len(alarmed)
+    if alarmed:
+        # Only the worst become alarms: the others are counted, not spelled out token by token.
+        worst = sorted(alarmed, key=lambda a: (-a[0], a[1], a[2]))[:MAX_ALARMS_PER_DOCUMENT]
+        result.alarms = [
+            _alarm(c, s, generations[c], decode, settings) for _, c, s in sorted(worst, key=lambda a: a[1:])
+        ]
         result.reasons.append(
             ReviewReason(
                 code=ReviewCode.ENTROPY_ALARM,
-                detail=f"{len(alarms)} decode steps above {settings.entropy_threshold} nats",
+                detail=f"{len(alarmed)} decode steps above {settings.entropy_threshold} nats",
             )
         )
     return result
@@ -166,7 +172,7 @@ def value_problem(doc: Document, label: str, text: str) -> tuple[ReviewCode, str
     if text not in doc.text:
         return ReviewCode.NOT_IN_SOURCE, "the value does not occur in the document"
     kind = doc.field_types.get(label)
-    outcome = normalise(kind, text) if kind is not None else None
+    outcome = normal_form(kind, text) if kind is not None else None
     if isinstance(outcome, Mismatch):
         return ReviewCode.TYPE_MISMATCH, f"not a {kind}: {outcome.reason}"
     return None
@@ -186,19 +192,64 @@ def _gate(result: Extraction, label: str | None, value: str, confidence: float, 
 
 def _normalised(span: Span, kind: FieldType | None) -> Span:
     """The span with its normal form when its label is typed and the value reads as that type."""
-    outcome = normalise(kind, span.text) if kind is not None else None
+    outcome = normal_form(kind, span.text) if kind is not None else None
     if outcome is None or isinstance(outcome, Mismatch):
         return span
     return msgspec.structs.replace(span, normalised=outcome)
 
 
 def detokenize(token_ids: Sequence[int], decode: Decode) -> tuple[str, list[int]]:
-    """The generated text and, per token, the character where its text ends.
-
-    Decoding growing prefixes (not single tokens) keeps multi-byte characters that span tokens intact.
-    """
+    """The generated text and, per token, the character where its text ends (what decoding each
+    growing prefix would give: multi-byte characters that span tokens stay intact)."""
+    if isinstance(decode, Detokenizer):
+        return decode.text_and_ends(token_ids)
     ends = [len(decode(token_ids[: i + 1])) for i in range(len(token_ids))]
     return decode(token_ids), ends
+
+
+class Detokenizer:
+    """Token ids to text, and each token's end in it, from the tokens' bytes: one UTF-8 decode per
+    answer instead of one tokenizer call per prefix. Memoised: the validation loop and the
+    interpretation read the same answers. Checked against the tokenizer's own decoding, which it
+    falls back to where they could differ (a character cut between tokens by a tokenizer that is
+    not byte-level, whose byte-fallback decoder writes one replacement character per byte)."""
+
+    KEPT = 4096
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, vocab: TokenBytes) -> None:
+        self.tokenizer = tokenizer
+        self.by_id = vocab.by_id
+        self.byte_level = vocab.byte_level
+        self._read: dict[tuple[int, ...], tuple[str, list[int]]] = {}
+
+    def __call__(self, token_ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
+
+    def text_and_ends(self, token_ids: Sequence[int]) -> tuple[str, list[int]]:
+        key = tuple(token_ids)
+        found = self._read.get(key)
+        if found is None:
+            found = self._text_and_ends(key)
+            if len(self._read) >= self.KEPT:
+                self._read.clear()
+            self._read[key] = found
+        return found
+
+    def _text_and_ends(self, token_ids: tuple[int, ...]) -> tuple[str, list[int]]:
+        pieces = [self.by_id[t] or b"" if t < len(self.by_id) else b"" for t in token_ids]
+        data = b"".join(pieces)
+        text = data.decode("utf-8", errors="replace")
+        # A prefix decodes to one character per lead byte (a cut character to one replacement).
+        leads = [0]
+        count = 0
+        for piece in pieces:
+            count += sum(1 for b in piece if b & 0xC0 != 0x80)
+            leads.append(count)
+        cut = any(piece and piece[0] & 0xC0 == 0x80 for piece in pieces[1:])
+        if len(text) != count or (cut and not self.byte_level) or text != self(token_ids):
+            ends = [len(self(token_ids[: i + 1])) for i in range(len(token_ids))]
+            return self(token_ids), ends
+        return text, leads[1:]
 
 
 def piece_steps(piece: Piece, token_ends: Sequence[int]) -> list[int]:
@@ -222,25 +273,18 @@ def _confidence(piece: Piece, probs: Sequence[float], token_ends: Sequence[int])
     return min((probs[step] for step in piece_steps(piece, token_ends)), default=1.0)
 
 
-def _alarms(chunk: int, generation: Generation, decode: Decode, settings: EngineSettings) -> list[EntropyAlarm]:
-    alarms = []
-    for step, entropy in enumerate(generation.entropies):
-        if entropy <= settings.entropy_threshold:
-            continue
-        chosen_id = generation.token_ids[step]
-        alternatives = [
-            TokenChoice(token_id=token_id, text=decode([token_id]), prob=prob)
-            for token_id, prob in zip(generation.top_ids[step], generation.top_probs[step], strict=True)
-            if token_id != chosen_id
-        ][: settings.top_alternatives]
-        alarms.append(
-            EntropyAlarm(
-                chunk=chunk,
-                step=step,
-                entropy_nats=entropy,
-                threshold=settings.entropy_threshold,
-                chosen=TokenChoice(token_id=chosen_id, text=decode([chosen_id]), prob=generation.probs[step]),
-                alternatives=alternatives,
-            )
-        )
-    return alarms
+def _alarm(chunk: int, step: int, generation: Generation, decode: Decode, settings: EngineSettings) -> EntropyAlarm:
+    chosen_id = generation.token_ids[step]
+    alternatives = [
+        TokenChoice(token_id=token_id, text=decode([token_id]), prob=prob)
+        for token_id, prob in zip(generation.top_ids[step], generation.top_probs[step], strict=True)
+        if token_id != chosen_id
+    ][: settings.top_alternatives]
+    return EntropyAlarm(
+        chunk=chunk,
+        step=step,
+        entropy_nats=generation.entropies[step],
+        threshold=settings.entropy_threshold,
+        chosen=TokenChoice(token_id=chosen_id, text=decode([chosen_id]), prob=generation.probs[step]),
+        alternatives=alternatives,
+    )

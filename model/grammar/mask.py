@@ -273,6 +273,10 @@ class GrammarBatch:
         self.entry_rows = self.entry_rows.to(self.device)
         self.entry_ids = dense
 
+    def all_ended(self) -> bool:
+        """Every row has chosen end-of-sequence (known on the host: advance brought the tokens)."""
+        return bool(self.state.ended.all())
+
     # ------------------------------------------------------------------ masking
     def apply(self, logits: torch.Tensor, which: Sequence[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """The masked logits, and per row whether exactly one token was legal (a forced step).

@@ -41,6 +41,7 @@ class TokenBytes:
     by_id: list[bytes | None]
     ids: dict[bytes, tuple[int, ...]]
     ordered: list[bytes]
+    byte_level: bool = True
 
     @classmethod
     def from_tokenizer(cls, tokenizer: PreTrainedTokenizerBase) -> TokenBytes:
@@ -63,7 +64,7 @@ class TokenBytes:
         for token_id in sorted(range(len(by_id)), key=lambda i: fallback[i]):
             if data := by_id[token_id]:
                 ids[data] = (*ids.get(data, ()), token_id)
-        return cls(by_id=by_id, ids=ids, ordered=sorted(ids))
+        return cls(by_id=by_id, ids=ids, ordered=sorted(ids), byte_level=byte_level)
 
     def starts_some_token(self, prefix: bytes) -> bool:
         i = bisect.bisect_left(self.ordered, prefix)

@@ -10,7 +10,6 @@ prefix.
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,10 +21,9 @@ HASH_BASE = np.uint64(0x9E3779B97F4A7C15)
 MIX = np.uint64(0xFF51AFD7ED558CCD)
 _BREAK = np.zeros(256, dtype=bool)
 _BREAK[list(VALUE_BREAKS)] = True
-_BREAK_BYTES = frozenset(VALUE_BREAKS)
 TAB_BYTE = 9
-# Below this many positions still matching, a Python loop beats another round of array operations.
-FEW_ALIVE = 24
+# Token bytes matched one at a time; longer tokens are compared whole (model/grammar/vocab.py:matches).
+SHORT = 6
 
 
 def rolling_hash(data: bytes, seed: int = 0) -> np.uint64:
@@ -54,8 +52,12 @@ class VocabIndex:
         # of the spellings without a value break (a value's own bytes never hold one, so a break in
         # the source ends every match there by itself), and one of all, for heads that hold a break.
         breakless = [i for i, b in enumerate(vocab.ordered) if not VALUE_BREAKS.intersection(b)]
-        self._breakless = PrefixTable.of(vocab.ordered, breakless, self.longest)
-        self._every = PrefixTable.of(vocab.ordered, list(range(len(vocab.ordered))), self.longest)
+        every = list(range(len(vocab.ordered)))
+        self._breakless = (
+            PrefixTable.of(vocab.ordered, breakless, self.longest),
+            LongSpellings.of(vocab.ordered, breakless),
+        )
+        self._every = (PrefixTable.of(vocab.ordered, every, self.longest), LongSpellings.of(vocab.ordered, every))
         # CSR from a spelling (an index into vocab.ordered) to its ids, tokenizer's own spelling first.
         ids = [vocab.ids[b] for b in vocab.ordered]
         self._class_first = np.cumsum([0] + [len(i) for i in ids])
@@ -66,20 +68,21 @@ class VocabIndex:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(start, token id, bytes taken from the source) for every token whose bytes are `head` followed
         by a non-empty run of `data` from a position in `starts` that crosses no value break.
-        Sorted by start, then by length."""
-        found_pos, found_len, found_class = [], [], []
+        Sorted by start, then by length.
+
+        Up to SHORT bytes, positions are extended a byte at a time while they spell some token's
+        prefix; the few tokens longer than that are then compared whole against the source."""
+        found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         # The source followed by breaks, so that reading past its end stops a match like a break does;
         # bytes as they enter the hash (b + 1).
         padded = np.concatenate([data, np.full(self.longest + 1, TAB_BYTE, dtype=np.uint8)])
         entering = padded.astype(np.uint64) + np.uint64(1)
-        table = self._every if VALUE_BREAKS.intersection(head) else self._breakless
+        table, long = self._every if VALUE_BREAKS.intersection(head) else self._breakless
         alive = starts.astype(np.int64)
         h = np.full(len(alive), rolling_hash(head), dtype=np.uint64)
+        short = SHORT - len(head) if len(head) < SHORT else self.longest
         with np.errstate(over="ignore"):
-            for n in range(1, self.longest - len(head) + 1):
-                if len(alive) <= FEW_ALIVE:
-                    self._finish(padded, alive, n, head, found_pos, found_len, found_class)
-                    break
+            for n in range(1, min(short, self.longest - len(head)) + 1):
                 at_byte = alive + (n - 1)
                 h = h * HASH_BASE + entering[at_byte]
                 at = table.find(h)
@@ -90,13 +93,15 @@ class VocabIndex:
                 cls = table.classes[at]
                 hit = cls >= 0
                 if hit.any():
-                    found_pos.append(alive[hit])
-                    found_len.append(np.full(int(hit.sum()), n, dtype=np.int64))
-                    found_class.append(cls[hit])
-        if not found_pos:
+                    found.append((alive[hit], np.full(int(hit.sum()), n, dtype=np.int64), cls[hit]))
+                if not len(alive):
+                    break
+        if len(alive) and len(head) < SHORT and short < self.longest:
+            found.append(long.complete(padded, alive, h, short))
+        if not found:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty, empty
-        pos, length, cls = np.concatenate(found_pos), np.concatenate(found_len), np.concatenate(found_class)
+        pos, length, cls = (np.concatenate(parts) for parts in zip(*found, strict=True))
         # Expand each spelling to its ids (twins included), then order by (start, length).
         counts = self._class_first[cls + 1] - self._class_first[cls]
         pos, length = np.repeat(pos, counts), np.repeat(length, counts)
@@ -105,27 +110,49 @@ class VocabIndex:
         order = np.lexsort((length, pos))
         return pos[order], tokens[order], length[order]
 
-    def _finish(self, padded, alive, n, head, found_pos, found_len, found_class) -> None:
-        """The last few live positions, extended byte by byte with dictionary look-ups."""
-        vocab = self.bytes
-        for p in alive.tolist():
-            end = p + n - 1
-            while True:
-                if padded[end] in _BREAK_BYTES:
-                    break
-                end += 1
-                piece = head + padded[p:end].tobytes()
-                if not _starts_some_token(vocab.ordered, piece):
-                    break
-                if piece in self._class_of_spelling:
-                    found_pos.append(np.array([p]))
-                    found_len.append(np.array([end - p]))
-                    found_class.append(np.array([self._class_of_spelling[piece]]))
 
+@dataclass(frozen=True)
+class LongSpellings:
+    """Spellings longer than SHORT bytes, grouped by the hash of their first SHORT bytes, with the rest
+    of their bytes in a matrix for comparing against the source in one gather."""
 
-def _starts_some_token(ordered: list[bytes], prefix: bytes) -> bool:
-    i = bisect.bisect_left(ordered, prefix)
-    return i < len(ordered) and ordered[i].startswith(prefix)
+    keys: np.ndarray  # sorted: mixed hash of the first SHORT bytes
+    classes: np.ndarray
+    rest: np.ndarray  # uint8 [n, longest - SHORT]
+    rest_length: np.ndarray
+
+    @classmethod
+    def of(cls, spellings: list[bytes], chosen: list[int]) -> LongSpellings:
+        chosen = [i for i in chosen if len(spellings[i]) > SHORT]
+        with np.errstate(over="ignore"):
+            keys = np.array([rolling_hash(spellings[i][:SHORT]) for i in chosen], dtype=np.uint64) * MIX
+        order = np.argsort(keys, kind="stable")
+        width = max([1] + [len(spellings[i]) - SHORT for i in chosen])
+        rest = np.zeros((len(chosen), width), dtype=np.uint8)
+        for row, i in enumerate(chosen):
+            tail = spellings[i][SHORT:]
+            rest[row, : len(tail)] = np.frombuffer(tail, dtype=np.uint8)
+        lengths = np.array([len(spellings[i]) - SHORT for i in chosen], dtype=np.int64)
+        return cls(keys[order], np.array(chosen, dtype=np.int64)[order], rest[order], lengths[order])
+
+    def complete(self, padded: np.ndarray, alive: np.ndarray, h: np.ndarray, taken: int):
+        """(start, source bytes taken, spelling) of the long spellings that the positions `alive`
+        (having taken `taken` source bytes, the first SHORT bytes with the head, hashed as `h`) go on
+        to spell in full."""
+        with np.errstate(over="ignore"):
+            mixed = h * MIX
+        lo, hi = np.searchsorted(self.keys, mixed, "left"), np.searchsorted(self.keys, mixed, "right")
+        counts = hi - lo
+        candidate = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+        start = np.repeat(alive, counts)
+        # A few columns first: most candidates differ there, and the whole width is wide.
+        for columns in (np.arange(min(4, self.rest.shape[1])), np.arange(self.rest.shape[1])):
+            source = padded[(start + taken)[:, None] + columns]
+            inside = columns < self.rest_length[candidate][:, None]
+            same = ((source == self.rest[candidate][:, columns]) & ~_BREAK[source]) | ~inside
+            ok = same.all(axis=1)
+            start, candidate = start[ok], candidate[ok]
+        return start, taken + self.rest_length[candidate], self.classes[candidate]
 
 
 @dataclass(frozen=True)
@@ -147,7 +174,7 @@ class PrefixTable:
             hashes = np.unique(prefixes * MIX)
             classes = np.full(len(hashes), -1, dtype=np.int64)
             classes[np.searchsorted(hashes, full * MIX)] = np.array(chosen, dtype=np.int64)
-        bits = max(1, int(len(hashes)).bit_length())
+        bits = max(1, len(hashes).bit_length())
         shift = np.uint64(64 - bits)
         first = np.searchsorted(hashes >> shift, np.arange((1 << bits) + 1, dtype=np.uint64))
         return cls(hashes, classes, first, shift, int(np.diff(first).max(initial=0)))

@@ -100,7 +100,7 @@ def decode_n_tokens(
         if i == max_new_tokens - 1:
             break
         if constraint is not None:
-            if bool(constraint.state.ended.all()):  # host state: no wait for the device
+            if constraint.all_ended():  # host state: no wait for the device
                 break
         elif (i + 1) % END_CHECK_STEPS == 0 and bool(ended.all()):
             break

@@ -6,6 +6,7 @@ Normalisation is deterministic and never guesses: a value that does not read as 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from model.values.amounts import parse_amount, plain
@@ -87,3 +88,10 @@ def _email(value: str) -> Normalised | Mismatch:
     # Only the domain is case-insensitive; the local part belongs to the receiving server.
     local, domain = address.rsplit("@", 1)
     return Normalised(kind="email", value=f"{local}@{domain.lower()}")
+
+
+@functools.lru_cache(maxsize=8192)
+def normal_form(kind: FieldType, value: str) -> Normalised | Mismatch | None:
+    """`normalise`, memoised: a value is checked (is it of its type?) and then normalised, and the
+    validation loop checks the same values again; both results are immutable."""
+    return normalise(kind, value)

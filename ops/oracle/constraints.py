@@ -1,4 +1,4 @@
-"""The answer grammar (model/grammar/automaton.py) as a mask over the vocabulary, for greedy decoding in batches.
+"""The answer grammar (ops/oracle/automaton.py) as a mask over the vocabulary, for greedy decoding in batches.
 
 Per row, a small state machine on the CPU decides *which kind* of token may come next; the vocabulary-
 wide part is tensor work on the logits' device:
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import torch
 
-from model.grammar.automaton import Config, Grammar, Source, Value, ValueStart
 from model.grammar.token_bytes import TokenBytes
 from model.values.field_types import FieldType
+from ops.oracle.automaton import Config, Grammar, Source, Value, ValueStart
 from schemas.messages import Document
 
 # Up to this many end positions, a value's continuations are sliced per position, else gathered.
