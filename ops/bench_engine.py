@@ -1,16 +1,23 @@
-"""Engine benchmark: the fast engine against the reference engine, same documents, same batches,
-one run. Prints docs/s, generated tokens/s, per-stage time and the ratio, and checks that both
-produced the same outputs.
+"""Engine benchmark: the engines on the same documents and batches, in one run, and where their
+time goes. Per engine: docs/s; per decode step the model's own time and the host's around it (mask,
+signals, advancing the grammar, bookkeeping); per document the time outside the steps (tokenising,
+preparing the grammars, postprocess); and whether the outputs are identical.
 
-    python -m ops.bench_engine [--hidden 256 --layers 4 --vocab 250880 --docs 32 --batch 16]
+    python -m ops.bench_engine [--shape overhead|small] [--vocab 250880] [--docs 64 --batch 64] [--json F]
 
-The model is a random-weight BLOOM of the given shape (SeqGPT-560M's vocabulary by default, as the
-LM head's cost is part of serving it), with a tokenizer trained on the sample documents.
+`--shape overhead` is a compute-free BLOOM (hidden 16, one layer, one head): what remains of a step
+is host work, which is what keeps a GPU idle. The model has random weights; its tokenizer is trained
+on the sample documents (4,000 entries), or, with a larger `--vocab`, is a byte-level BPE of that
+size (ops/standin_tokenizer.py, a stand-in for SeqGPT's 250,880). Beside the product's defaults run
+the grammar as it was (ops/oracle: a Python state machine per row and step), drafts on, no grammar,
+and transformers' generate().
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import random
 import tempfile
 import time
@@ -20,14 +27,16 @@ from pathlib import Path
 import msgspec
 import torch
 
+from model.answers.prompt import encode_prompts
 from model.answers.validate import Extraction
 from model.config import EngineSettings
 from model.engine import ms_since, sum_timings
-from model.runner.fast import FastEngine
+from model.grammar.mask import Constrainer
+from model.runner.fast import LENGTH_BUCKET, FastEngine, bucket
 from model.runner.loading import load_model
 from model.runner.reference import ReferenceEngine
 from model.tiny import build_tiny_bloom
-from ops.oracle.constraints import SourceIndex
+from ops.oracle import OracleConstrainer
 from ops.samples import sample_documents
 from schemas.decode import decode_document
 from schemas.messages import Document, Timings
@@ -79,14 +88,41 @@ def run(engine, docs: list[Document], batch: int) -> Run:
     return Run(extractions, sum_timings(timings), tokens, time.perf_counter() - started, steps)
 
 
-def per_document_index_ms(engine: FastEngine, docs: list[Document]) -> float:
-    """Mean time to build a document's (position, token) matches, paid once per document (built
-    afresh here: the engine's constrainer keeps the indexes of the documents it has just decoded)."""
-    vocab, device = engine.constrainer.vocab, engine.constrainer.device
-    started = time.perf_counter()
+def model_ms_per_step(engine: FastEngine, rows: int, context: int, steps: int = 30) -> float:
+    """The model's own time for one decode step of `rows` rows over about `context` cached positions:
+    the same compiled or eager step the engine takes, timed bare (no mask, signals or bookkeeping)."""
+    length = bucket(context + engine.settings.max_new_tokens + 1, LENGTH_BUCKET)
+    engine.model.caches = engine.caches("rows", rows, length)
+    token = torch.zeros(rows, dtype=torch.long, device=engine.device)
+    pos = torch.full((rows,), context, dtype=torch.long, device=engine.device)
+    with torch.inference_mode():
+        engine.decode_step(engine.model, token, pos)
+        started = time.perf_counter()
+        for i in range(steps):
+            engine.decode_step(engine.model, token, pos + i)
+        engine._sync()
+    return ms_since(started) / steps
+
+
+def preparation_ms(engine: FastEngine, docs: list[Document]) -> tuple[float, float]:
+    """Per document: tokenising its prompts, and preparing their grammars, both from cold (an engine
+    keeps the tables of the documents it has just decoded)."""
+    warm = engine.constrainer
+    if isinstance(warm, OracleConstrainer):
+        cold = OracleConstrainer(warm.vocab, engine.eos_id, engine.device)
+    else:
+        cold = Constrainer(warm.tokens, engine.eos_id, engine.device, warm.vocab)
+    tokenize = prepare = 0.0
     for doc in docs:
-        SourceIndex(doc.text, vocab, device)
-    return ms_since(started) / len(docs)
+        started = time.perf_counter()
+        encoded = encode_prompts(
+            engine.tokenizer, doc, engine.settings.labels_per_prompt, engine.settings.max_input_tokens
+        )
+        tokenize += ms_since(started)
+        started = time.perf_counter()
+        cold.for_document(doc, encoded.text, encoded.chunks, engine.settings.constrained)
+        prepare += ms_since(started)
+    return tokenize / len(docs), prepare / len(docs)
 
 
 def comparable(extraction: Extraction) -> dict:
@@ -101,94 +137,166 @@ def comparable(extraction: Extraction) -> dict:
     }
 
 
+SHAPES = {
+    # A random BLOOM small enough to run on a CPU, with SeqGPT's structure.
+    "small": {"hidden": 256, "layers": 4, "heads": 8},
+    # Compute-free: what is left of a decode step is the host's work around the model.
+    "overhead": {"hidden": 16, "layers": 1, "heads": 1},
+}
+
+
+@dataclass
+class Figures:
+    """One engine's run, as printed and as written by --json."""
+
+    engine: str
+    docs_per_s: float
+    host_ms_per_step: float | None
+    model_ms_per_step: float | None
+    host_ms_per_doc: float
+    tokenize_ms_per_doc: float
+    prepare_ms_per_doc: float
+    postprocess_ms_per_doc: float
+    mask_ms_per_step: float | None
+    decode_steps: int
+    seconds: float
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--hidden", type=int, default=256)
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--vocab", type=int, default=250_880)
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="small")
+    parser.add_argument("--hidden", type=int)
+    parser.add_argument("--layers", type=int)
+    parser.add_argument("--heads", type=int)
+    parser.add_argument("--vocab", type=int, default=4000)
     parser.add_argument("--docs", type=int, default=32)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-reference", action="store_true", help="skip transformers' generate() (slow)")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
+    shape = {k: getattr(args, k) or v for k, v in SHAPES[args.shape].items()}
 
     torch.manual_seed(args.seed)
     docs = long_documents(args.docs, args.seed)
     with tempfile.TemporaryDirectory() as tmp:
         texts = [raw["text"] for raw, _ in sample_documents(300, seed=1)]
-        directory = build_tiny_bloom(
-            Path(tmp),
-            texts,
-            hidden_size=args.hidden,
-            n_layer=args.layers,
-            n_head=args.heads,
-            vocab_size=4000,
-            # BLOOM's default init gives near-uniform logits, where 1e-6 of rounding flips near-ties.
-            initializer_range=0.3,
-        )
-        _widen_vocab(directory, args.vocab)
+        directory = build_model(Path(tmp), texts, shape, args.vocab)
         settings = EngineSettings(path=str(directory), max_new_tokens=args.new_tokens, prompts_per_forward=64)
         loaded = load_model(settings)
         stepwise = msgspec.structs.replace(settings, copy_draft="off")
-        engines = {
-            "reference": ReferenceEngine(loaded, settings),
-            "fast, drafts": FastEngine(loaded, msgspec.structs.replace(settings, copy_draft="on")),
-            "fast, no drafts": FastEngine(loaded, stepwise),
-            "fast, no drafts, unconstrained": FastEngine(loaded, msgspec.structs.replace(stepwise, constrained=False)),
+        engines: dict[str, FastEngine | ReferenceEngine] = {
+            DEFAULT: FastEngine(loaded, settings),
+            "fast, drafts on": FastEngine(loaded, msgspec.structs.replace(settings, copy_draft="on")),
+            "fast, old mask (ops/oracle)": FastEngine(loaded, stepwise),
+            "fast, unconstrained": FastEngine(loaded, msgspec.structs.replace(stepwise, constrained=False)),
         }
-        # Warm-up on a slice, so first-call costs (allocation, kernel selection) are not measured.
+        old = engines["fast, old mask (ops/oracle)"]
+        old.constrainer = OracleConstrainer(old.constrainer.tokens, old.eos_id, old.device)
+        if not args.no_reference:
+            engines["reference"] = ReferenceEngine(loaded, settings)
+        # Warm-up on a slice, so first-call costs (allocation, kernel selection, compiling) are not measured.
         for engine in engines.values():
             engine.extract(docs[: min(2, len(docs))])
             if isinstance(engine, FastEngine):
-                engine.forward_passes = 0
+                engine.forward_passes = engine.decode_passes = 0
         results = {name: run(engine, docs, args.batch) for name, engine in engines.items()}
-        index_ms = per_document_index_ms(engines["fast, drafts"], docs)
+        context = int(sum(len(p) for d in docs for p in engines[DEFAULT].prepare([d], Timings())[0].encoded.prompts))
+        context //= sum(len(engines[DEFAULT].prepare([d], Timings())[0].encoded.prompts) for d in docs)
+        figures = [
+            figures_of(name, engine, results[name], docs, min(64, args.batch * 2), context)
+            for name, engine in engines.items()
+        ]
 
-    prompts = sum(len(e.fields) for e in results["reference"].extractions)
-    print(f"command: python -m ops.bench_engine {' '.join(_argv(args))}")
+    command = f"python -m ops.bench_engine {' '.join(_argv(args))}"
+    print(f"command: {command}")
     print(
-        f"model: random BLOOM hidden {args.hidden} x {args.layers} layers, {args.heads} heads, vocab {args.vocab:,}; "
-        f"{len(docs)} documents of 300-1000 characters, 6-12 labels ({prompts} labels in all), batch {args.batch}, "
-        f"{args.new_tokens} new tokens per prompt, fp32 on {loaded.device}, {torch.get_num_threads()} threads"
+        f"model: random BLOOM hidden {shape['hidden']} x {shape['layers']} layers, {shape['heads']} heads, "
+        f"vocab {loaded.model.config.vocab_size:,} (tokenizer {len(loaded.tokenizer):,}); {len(docs)} documents of "
+        f"300-1000 characters, 6-12 labels, batch {args.batch}, {args.new_tokens} new tokens per prompt, "
+        f"fp32 on {loaded.device}, {torch.get_num_threads()} threads, attention {engines[DEFAULT].info.attention}"
     )
-    print(f"fast engine attention: {engines['fast, no drafts'].info.attention}")
-    stage_names = " | ".join(s.removesuffix("_ms") + " s" for s in STAGES)
-    print(f"\n| engine | docs/s | tokens/s | forward passes/doc | {stage_names} | total s |")
-    print("|" + " --- |" * (5 + len(STAGES)))
-    rates = {}
-    for name, r in results.items():
-        rates[name] = len(docs) / r.seconds
-        stages = " | ".join(f"{getattr(r.timings, s) / 1000:.2f}" for s in STAGES)
-        engine = engines[name]
-        shown = f"{engine.forward_passes / len(docs):.1f}" if isinstance(engine, FastEngine) else "-"
-        print(f"| {name} | {rates[name]:.2f} | {r.tokens / r.seconds:.0f} | {shown} | {stages} | {r.seconds:.2f} |")
-    pairs = zip(results["reference"].extractions, results["fast, drafts"].extractions, strict=True)
-    same = [comparable(a) == comparable(b) for a, b in pairs]
-    speed_up = rates["fast, no drafts"] / rates["reference"]
-    print(f"\nspeed-up (docs/s, fast without drafts, the CPU default / reference): {speed_up:.2f}x")
-    print(f"identical outputs (both constrained): {sum(same)}/{len(same)} documents")
-    pairs = zip(results["fast, drafts"].extractions, results["fast, no drafts"].extractions, strict=True)
-    drafted = [comparable(a) == comparable(b) for a, b in pairs]
-    print(f"identical outputs (drafts on / off): {sum(drafted)}/{len(drafted)} documents")
-    fast = results["fast, no drafts"]
-    mask_ms = fast.timings.constrain_ms / fast.steps
-    step_ms = (fast.timings.decode_ms - fast.timings.constrain_ms) / fast.steps
     print(
-        f"grammar mask per decode step (batch {args.batch}, no drafts): {mask_ms:.2f} ms beside {step_ms:.2f} ms "
-        f"for the rest of the step ({100 * mask_ms / step_ms:.1f}%); per-document match index: {index_ms:.1f} ms"
+        "\nHost time per step = decode time / decode passes - the model's own time per step (the same decode step"
+        "\ntimed bare, same batch and cache length). Host time per document = tokenising and preparing the grammars"
+        "\n(from cold) + postprocess."
+    )
+    print(
+        "\n| engine | docs/s | host ms/step | model ms/step | mask ms/step | decode passes | host ms/doc "
+        "| tokenize | grammar prep | postprocess |\n|" + " --- |" * 10
+    )
+    for f in figures:
+        print(
+            f"| {f.engine} | {f.docs_per_s:.2f} | {_ms(f.host_ms_per_step)} | {_ms(f.model_ms_per_step)} "
+            f"| {_ms(f.mask_ms_per_step)} | {f.decode_steps} | {f.host_ms_per_doc:.2f} | {f.tokenize_ms_per_doc:.2f} "
+            f"| {f.prepare_ms_per_doc:.2f} | {f.postprocess_ms_per_doc:.2f} |"
+        )
+    by_name = {f.engine: f for f in figures}
+    old_name = "fast, old mask (ops/oracle)"
+    print(f"\ndocs/s, {DEFAULT} / {old_name}: {by_name[DEFAULT].docs_per_s / by_name[old_name].docs_per_s:.2f}x")
+    base = results["reference" if "reference" in results else old_name].extractions
+    for name in results:
+        same = sum(comparable(a) == comparable(b) for a, b in zip(base, results[name].extractions, strict=True))
+        print(f"identical outputs, {name} / {'reference' if 'reference' in results else old_name}: {same}/{len(docs)}")
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {"command": command, "default": DEFAULT, "runs": [dataclasses.asdict(f) for f in figures]}, indent=2
+            )
+        )
+
+
+DEFAULT = "fast (product defaults)"
+
+
+def figures_of(name: str, engine, result: Run, docs: list[Document], rows: int, context: int) -> Figures:
+    n = len(docs)
+    t = result.timings
+    fast = isinstance(engine, FastEngine)
+    tokenize, prepare = preparation_ms(engine, docs)
+    model = model_ms_per_step(engine, rows, context) if fast else None
+    steps = engine.decode_passes if fast else result.steps
+    per_step = (t.decode_ms / steps) if steps else None
+    return Figures(
+        engine=name,
+        docs_per_s=n / result.seconds,
+        host_ms_per_step=per_step - model if fast and per_step is not None else None,
+        model_ms_per_step=model,
+        host_ms_per_doc=tokenize + prepare + t.postprocess_ms / n,
+        tokenize_ms_per_doc=tokenize,
+        prepare_ms_per_doc=prepare,
+        postprocess_ms_per_doc=t.postprocess_ms / n,
+        mask_ms_per_step=t.constrain_ms / steps if steps else None,
+        decode_steps=steps,
+        seconds=result.seconds,
     )
 
 
-def _widen_vocab(directory: Path, vocab: int) -> None:
-    """Give the checkpoint SeqGPT's vocabulary size: rows beyond the tokenizer's are never produced
-    by it but cost the LM head and softmax exactly what they cost in the real model."""
-    from transformers import AutoModelForCausalLM
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
-    model = AutoModelForCausalLM.from_pretrained(directory)
-    if vocab > model.config.vocab_size:
-        model.resize_token_embeddings(vocab, mean_resizing=False)
-        model.save_pretrained(directory)
+
+def build_model(directory: Path, texts: list[str], shape: dict[str, int], vocab: int) -> Path:
+    """A random BLOOM of `shape`; its tokenizer trained on `texts` (4,000 entries), or for a larger
+    vocabulary a byte-level BPE of that size (ops/standin_tokenizer.py), so that the grammar's
+    tables, and not only the LM head, have SeqGPT's size."""
+    if vocab > 4000:
+        from ops.standin_tokenizer import save_standin_model
+
+        return save_standin_model(
+            directory, texts, vocab, hidden_size=shape["hidden"], n_layer=shape["layers"], n_head=shape["heads"]
+        )
+    return build_tiny_bloom(
+        directory,
+        texts,
+        hidden_size=shape["hidden"],
+        n_layer=shape["layers"],
+        n_head=shape["heads"],
+        vocab_size=vocab,
+        # BLOOM's default init gives near-uniform logits, where 1e-6 of rounding flips near-ties.
+        initializer_range=0.3,
+    )
 
 
 def _argv(args: argparse.Namespace) -> list[str]:

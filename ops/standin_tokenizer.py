@@ -34,8 +34,9 @@ from model.tiny import SPECIAL_TOKENS, init_tiny_bloom, train_tokenizer
 
 # BLOOM's own size is 250,880; a round default keeps the benchmark tables readable.
 STANDIN_SIZE = 250_000
-# Merges the trainer may learn from the corpus; a small corpus stops it earlier.
+# Vocabulary the trainer may grow to, "a few thousand merges"; a small corpus stops it earlier (~1k).
 TRAINED_MERGES = 4_000
+# Longest Chinese word the trainer sees, so that no trained token holds more characters (BLOOM's rarely do).
 TRAINING_WINDOW = 4
 # The CJK Unified Ideographs block.
 CJK_FIRST, CJK_LAST = 0x4E00, 0x9FFF

@@ -93,5 +93,3 @@ def test_saved_model_loads_and_same_seed_builds_same_vocabulary(tmp_path: Path, 
     again = build_standin_tokenizer(corpus, size=SMALL_SIZE, seed=0)
     assert again.get_vocab() == loaded.tokenizer.get_vocab()
     assert _merges(again) == _merges(loaded.tokenizer)
-    other_seed = build_standin_tokenizer(corpus, size=SMALL_SIZE, seed=1)
-    assert other_seed.get_vocab() != again.get_vocab()

@@ -79,45 +79,44 @@ class _Builder:
         self.states += [("exit", i) for i in range(len(labels))]
         self.index = {s: i for i, s in enumerate(self.states)}
 
-    def below(self, prefix: bytes) -> int:
-        return sum(1 << i for i, h in enumerate(self.heads) if h.startswith(prefix))
+        # The heads' trie: per line prefix, its next bytes and where each leads (a label completed, or
+        # a longer prefix), and the labels whose heads pass through it.
+        self.below_mask = {p: sum(1 << i for i, h in enumerate(self.heads) if h.startswith(p)) for p in prefixes}
+        self.trie: dict[bytes, list[tuple[int, tuple, int]]] = {p: [] for p in prefixes}
+        for p in prefixes:
+            for b in sorted({h[len(p)] for h in self.heads if h.startswith(p) and len(h) > len(p)}):
+                longer = p + bytes([b])
+                done = next((i for i, h in enumerate(self.heads) if h == longer), -1)
+                self.trie[p].append((b, ("start", done, True) if done >= 0 else ("line", longer), done))
+        self._fixed: dict[tuple, list[tuple[int, tuple]]] = {}
 
-    def step(self, state: tuple, b: int, done: int) -> tuple[tuple, int] | None:
-        kind = state[0]
-        if kind == "line":
-            prefix = state[1] + bytes([b])
-            for i, h in enumerate(self.heads):
-                if h == prefix and not done >> i & 1:
-                    return ("start", i, True), done | 1 << i
-            if any(
-                len(h) > len(prefix) and h.startswith(prefix) and not done >> i & 1 for i, h in enumerate(self.heads)
-            ):
-                return ("line", prefix), done
-            return None
-        if kind == "start":
-            return (("none", 1), done) if state[2] and b == NONE_WORD[0] else None
-        if kind == "none":
-            if b != NONE_WORD[state[1]]:
-                return None
-            return (("line_end",) if state[1] + 1 == len(NONE_WORD) else ("none", state[1] + 1)), done
-        if kind == "line_end":
-            return (("line", b""), done) if b == NEWLINE else None
-        if b == TAB:
-            return ("start", state[1], False), done
-        return (("line", b""), done) if b == NEWLINE else None
+    def moves(self, state: tuple, done: int) -> list[tuple[int, tuple, int]]:
+        """(byte, next state, labels done after it) for each literal byte that may follow `state`."""
+        if state[0] == "line":
+            out = []
+            for b, following, completes in self.trie[state[1]]:
+                if completes >= 0:
+                    if not done >> completes & 1:
+                        out.append((b, following, done | 1 << completes))
+                elif self.below_mask[following[1]] & ~done:
+                    out.append((b, following, done))
+            return out
+        fixed = self._fixed.get(state)
+        if fixed is None:
+            fixed = self._fixed[state] = self._fixed_moves(state)
+        return [(b, following, done) for b, following in fixed]
 
-    def literal_bytes(self, state: tuple) -> list[int]:
+    @staticmethod
+    def _fixed_moves(state: tuple) -> list[tuple[int, tuple]]:
         kind = state[0]
-        if kind == "line":
-            n = len(state[1])
-            return sorted({h[n] for h in self.heads if h.startswith(state[1]) and len(h) > n})
         if kind == "start":
-            return [NONE_WORD[0]] if state[2] else []
+            return [(NONE_WORD[0], ("none", 1))] if state[2] else []
         if kind == "none":
-            return [NONE_WORD[state[1]]]
+            k = state[1]
+            return [(NONE_WORD[k], ("line_end",) if k + 1 == len(NONE_WORD) else ("none", k + 1))]
         if kind == "line_end":
-            return [NEWLINE]
-        return [TAB, NEWLINE]
+            return [(NEWLINE, ("line", b""))]
+        return [(TAB, ("start", state[1], False)), (NEWLINE, ("line", b""))]
 
     def walk(self, start: tuple) -> tuple[list[LiteralStep], list[Glue]]:
         """Breadth-first over the literal bytes from `start`, as deep as some token still starts with them."""
@@ -128,14 +127,12 @@ class _Builder:
         frontier: list[tuple[bytes, tuple, int]] = [(b"", start, 0)]
         while frontier:
             head, state, done = frontier.pop()
-            for b in self.literal_bytes(state):
-                moved = self.step(state, b, done)
+            for b, following, now_done in self.moves(state, done):
                 longer = head + bytes([b])
-                if moved is None or not _starts_some_token(self.vocab, longer):
+                if not _starts_some_token(self.vocab, longer):
                     continue
-                following, now_done = moved
                 # Ending inside a head, one of the labels below must still be free; -1: no condition.
-                need = self.below(following[1]) & ~now_done if following[0] == "line" else -1
+                need = self.below_mask[following[1]] & ~now_done if following[0] == "line" else -1
                 for token in self.vocab.ids.get(longer, ()):
                     steps.append(LiteralStep(token, self.index[following], now_done, need))
                 if following[0] == "start" and _extends_some_token(self.vocab, longer):

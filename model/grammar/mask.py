@@ -88,9 +88,9 @@ class Constrainer:
     """Per engine: the vocabulary's tables once, each chunk's literal tables once, each document's
     source tables once (the validation loop asks again for the documents of the batch in hand)."""
 
-    def __init__(self, vocab: TokenBytes, eos_id: int, device: torch.device) -> None:
+    def __init__(self, vocab: TokenBytes, eos_id: int, device: torch.device, index: VocabIndex | None = None) -> None:
         self.tokens = vocab
-        self.vocab = VocabIndex(vocab)
+        self.vocab = index or VocabIndex(vocab)
         self.eos_id = eos_id
         self.device = device
         self._chunks: dict[tuple[str, ...], ChunkTable] = {}

@@ -89,6 +89,8 @@ class FastEngine(ExtractionFlow):
         self.decode_step = step
         # Batches through the model (prefills and decode steps), a running count for benchmarks.
         self.forward_passes = 0
+        # Decode passes alone (steps, or draft verifications), without prefills.
+        self.decode_passes = 0
         # Answers decoded, and the decode passes each took part in: with drafts a row's passes drop
         # even where the batch's do not (a batch runs as long as its slowest row).
         self.answers = 0
@@ -218,6 +220,7 @@ class FastEngine(ExtractionFlow):
             passes = len(steps) - 1
             row_passes = None
         self.forward_passes += passes
+        self.decode_passes += passes
         flat = collect_generations(steps, self.eos_id)[: len(rows)]
         self.answers += len(flat)
         self.answer_passes += sum(row_passes[: len(rows)]) if row_passes else sum(len(g.token_ids) - 1 for g in flat)
