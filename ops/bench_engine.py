@@ -235,10 +235,18 @@ def main() -> None:
     by_name = {f.engine: f for f in figures}
     old_name = "fast, old mask (ops/oracle)"
     print(f"\ndocs/s, {DEFAULT} / {old_name}: {by_name[DEFAULT].docs_per_s / by_name[old_name].docs_per_s:.2f}x")
-    base = results["reference" if "reference" in results else old_name].extractions
+    base_name = "reference" if "reference" in results else old_name
+    base = results[base_name].extractions
     for name in results:
-        same = sum(comparable(a) == comparable(b) for a, b in zip(base, results[name].extractions, strict=True))
-        print(f"identical outputs, {name} / {'reference' if 'reference' in results else old_name}: {same}/{len(docs)}")
+        if name == base_name:
+            continue
+        pairs = list(zip(base, results[name].extractions, strict=True))
+        tokens = sum(_tokens(a) == _tokens(b) for a, b in pairs)
+        records = sum(comparable(a) == comparable(b) for a, b in pairs)
+        print(
+            f"identical, {name} / {base_name}: tokens {tokens}/{len(docs)} documents, "
+            f"records less float signals {records}/{len(docs)}"
+        )
     if args.json:
         args.json.write_text(
             json.dumps(
@@ -248,6 +256,10 @@ def main() -> None:
 
 
 DEFAULT = "fast (product defaults)"
+
+
+def _tokens(extraction: Extraction) -> list[list[int]]:
+    return [t.generation.token_ids for t in extraction.traces]
 
 
 def figures_of(name: str, engine, result: Run, docs: list[Document], rows: int, context: int) -> Figures:

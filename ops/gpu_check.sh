@@ -9,4 +9,8 @@ if ls .whl/*.whl >/dev/null 2>&1; then
   export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
 fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+# Where a step's time goes on this device: the model's own time and the host's around it, per engine
+# (a compute-free BLOOM: what is left is what keeps the GPU idle), at the tokenizer's size and SeqGPT's.
+PYTHONUNBUFFERED=1 python3 -m ops.bench_engine --shape overhead --docs 64 --batch 64 --no-reference --json /tmp/overhead.json
+PYTHONUNBUFFERED=1 python3 -m ops.bench_engine --shape overhead --docs 64 --batch 64 --no-reference --vocab 250880
 PYTHONUNBUFFERED=1 python3 -m ops.gpu_bench "$@"

@@ -267,9 +267,9 @@ class GrammarBatch:
                     continue
                 self.entry_row[set_id * n_types + t] = len(dense)
                 dense.append(np.unique(tok))
-        self.entry_rows = torch.zeros(max(1, len(dense)), size, dtype=torch.int8)
+        self.entry_rows = torch.zeros(max(1, len(dense)), size, dtype=torch.bool)
         for i, tok in enumerate(dense):
-            self.entry_rows[i, torch.from_numpy(tok)] = 1
+            self.entry_rows[i, torch.from_numpy(tok)] = True
         self.entry_rows = self.entry_rows.to(self.device)
         self.entry_ids = dense
 
@@ -287,28 +287,49 @@ class GrammarBatch:
         assert len(index) == logits.shape[0], (len(index), logits.shape)
         inside = index < len(self.rows)
         part = self.state.take(index[inside])
-        pairs, glue_rows, glue_ids = self._legal(part)
+        (rows, toks), glue_rows, glue_ids = self._legal(part)
+        n = len(part.row)
+        # Rows left with nothing legal (a dead end the grammar cannot reach, kept for safety) may end.
+        has = np.zeros(n, dtype=bool)
+        has[rows] = True
+        has[glue_rows] = True
+        free = self.free[part.row]
+        empty = np.flatnonzero(~has & ~free)
+        rows, toks = np.concatenate([rows, empty]), np.concatenate([toks, np.full(len(empty), self.eos_id)])
+        forced = self._forced(n, rows, toks, glue_rows, glue_ids) & ~free
+        # Few passes over [rows, vocabulary]: they are most of a step's cost on a CPU.
         device = logits.device
-        allowed = torch.zeros(len(part.row), logits.shape[1], dtype=torch.int8, device=device)
-        if len(pairs[0]):
-            at = (torch.from_numpy(pairs[0]).to(device), torch.from_numpy(pairs[1]).to(device))
-            allowed.index_put_(at, torch.ones(len(pairs[0]), dtype=torch.int8, device=device))
-        if len(glue_rows):
-            dense = self.entry_rows[torch.from_numpy(glue_ids).to(self.entry_rows.device)].to(device)
-            allowed.narrow(1, 0, dense.shape[1]).index_add_(0, torch.from_numpy(glue_rows).to(device), dense)
-        legal = allowed > 0
-        legal[torch.from_numpy(self.free[part.row]).to(device)] = True
-        legal[~legal.any(dim=-1), self.eos_id] = True
-        free = np.ones(len(index), dtype=bool)
-        free[inside] = self.free[part.row]
+        legal = torch.zeros(n, logits.shape[1], dtype=torch.bool, device=device)
+        legal[torch.from_numpy(rows).to(device), torch.from_numpy(toks).to(device)] = True
+        for round_rows, round_ids in _rounds(glue_rows, glue_ids):
+            at = torch.from_numpy(round_rows).to(device)
+            dense = self.entry_rows[torch.from_numpy(round_ids).to(self.entry_rows.device)].to(device)
+            legal[at, : dense.shape[1]] |= dense
+        if free.any():
+            legal[torch.from_numpy(free).to(device)] = True
+        all_forced = np.zeros(len(index), dtype=bool)
+        all_forced[inside] = forced
         if not inside.all():
             full = torch.ones(logits.shape, dtype=torch.bool, device=device)
             full[torch.from_numpy(np.flatnonzero(inside)).to(device)] = legal
             legal = full
-        masked = logits.masked_fill(~legal, float("-inf"))
-        forced = (legal.sum(dim=-1) == 1) & ~torch.from_numpy(free).to(device)
+        masked = torch.where(legal, logits, float("-inf"))
+        forced = torch.from_numpy(all_forced).to(device)
         self.seconds += time.perf_counter() - started
         return masked, forced
+
+    def _forced(self, n: int, rows, toks, glue_rows, glue_ids) -> np.ndarray:
+        """Per row, whether exactly one token id is legal (from the host's lists: no pass over the mask)."""
+        sizes = np.array([len(self.entry_ids[i]) for i in glue_ids], dtype=np.int64)
+        single = sizes == 1
+        one = np.array([self.entry_ids[i][0] for i in glue_ids[single]], dtype=np.int64)
+        rows = np.concatenate([rows, glue_rows[single]])
+        toks = np.concatenate([toks, one])
+        distinct = np.unique(rows * (self.vocab.size + 1) + toks) // (self.vocab.size + 1)
+        count = np.bincount(distinct, minlength=n)
+        many = np.zeros(n, dtype=bool)
+        many[glue_rows[~single]] = True
+        return (count == 1) & ~many
 
     def legal_ids(self, r: int) -> np.ndarray:
         """Row r's legal token ids (unique, sorted), from its state now."""
@@ -488,3 +509,13 @@ class GrammarBatch:
             sel = kind == t
             out[sel] = self.reach[t][start[sel]]
         return out
+
+
+def _rounds(rows: np.ndarray, ids: np.ndarray):
+    """(rows, ids) in rounds in which no row repeats: an in-place OR by index would keep one of two."""
+    while len(rows):
+        first = np.unique(rows, return_index=True)[1]
+        yield rows[first], ids[first]
+        rest = np.ones(len(rows), dtype=bool)
+        rest[first] = False
+        rows, ids = rows[rest], ids[rest]
