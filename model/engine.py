@@ -18,7 +18,7 @@ from model.answers.validate import Detokenizer, Extraction, interpret
 from model.config import EngineSettings
 from model.grammar.mask import Constrainer, RowGrammar
 from model.grammar.token_bytes import TokenBytes
-from model.runner.signals import Generation
+from model.signals import Generation
 from schemas.messages import DecodeSettings, Document, ModelInfo, Timings
 
 

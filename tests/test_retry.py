@@ -14,7 +14,7 @@ from model.config import EngineSettings
 from model.runner.fast import FastEngine
 from model.runner.loading import load_model
 from model.runner.reference import ReferenceEngine
-from model.runner.signals import Generation
+from model.signals import Generation
 from model.values.field_types import FieldType, matches
 from ops.corpus import generate_corpus
 from schemas.messages import Document, ReviewCode

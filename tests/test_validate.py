@@ -7,7 +7,7 @@ from transformers import AutoTokenizer
 
 from model.answers.validate import interpret
 from model.config import EngineSettings
-from model.runner.signals import Generation
+from model.signals import Generation
 from schemas.messages import Document, ReviewCode
 
 TEXT = "劳动合同摘要。甲方：上海恒达物流有限公司，乙方：王伟。双方于2024年3月5日签订本合同。"

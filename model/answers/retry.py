@@ -20,7 +20,7 @@ from model.answers.parse import read_extraction
 from model.answers.validate import Decode, cut_off, detokenize, piece_steps, step_margin, value_problem
 from model.grammar.mask import RowGrammar
 from model.grammar.token_bytes import VALUE_BREAKS
-from model.runner.signals import Generation
+from model.signals import Generation
 from schemas.messages import Document
 
 RETRIES_PER_VALUE = 3

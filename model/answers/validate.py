@@ -15,7 +15,7 @@ from transformers import PreTrainedTokenizerBase
 from model.answers.parse import ParsedAnswer, Piece, parse_classification, read_extraction
 from model.config import EngineSettings
 from model.grammar.token_bytes import TokenBytes
-from model.runner.signals import Generation
+from model.signals import Generation
 from model.values.normalize import Mismatch, normal_form
 from schemas.field_sets import FieldType
 from schemas.messages import Document, EntropyAlarm, ReviewCode, ReviewReason, Span, TokenChoice

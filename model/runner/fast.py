@@ -22,7 +22,7 @@ from model.runner.attention import make_attention, pick_backend
 from model.runner.bloom import MIN_GEMM_ROWS, Bloom
 from model.runner.generate import decode_n_tokens, decode_with_drafts, make_decode_one_token, prefill
 from model.runner.loading import LoadedModel
-from model.runner.signals import Generation, collect_generations, cut
+from model.signals import Generation, collect_generations, cut
 from schemas.messages import ModelInfo, Timings
 
 LENGTH_BUCKET = 64

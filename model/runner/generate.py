@@ -19,7 +19,7 @@ from model.grammar.draft import PromptIndex, propose
 from model.grammar.mask import GrammarBatch
 from model.runner.attention import Attend
 from model.runner.bloom import Bloom
-from model.runner.signals import StepSignals, step_signals
+from model.signals import StepSignals, step_signals
 
 DecodeStep = Callable[[Bloom, torch.Tensor, torch.Tensor], torch.Tensor]
 

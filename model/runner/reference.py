@@ -17,7 +17,7 @@ from model.config import EngineSettings
 from model.engine import ExtractionFlow, Prepared, decode_settings
 from model.grammar.mask import GrammarBatch, RowGrammar
 from model.runner.loading import LoadedModel
-from model.runner.signals import Generation, StepSignals, collect_generations, cut, entropy, step_signals
+from model.signals import Generation, StepSignals, collect_generations, cut, entropy, step_signals
 from schemas.messages import ModelInfo, Timings
 
 
