@@ -9,6 +9,10 @@ Register it with `pytest_plugins = ["tests.kafka_fixture"]` in tests/conftest.py
 
 `SEQSTREAM_KAFKA=launcher` skips the Docker probe and forces option 3.
 Only the launcher can be restarted, so `kafka_broker` skips the test otherwise.
+
+`kafka_cluster` is a three-broker cluster (ops/kafka/cluster.py) beside that broker, always from the
+launcher (its brokers are killed and restarted by id), one per test module: four JVMs are too much
+to keep running through the rest of the suite.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from ops.kafka.cluster import KafkaCluster
 from ops.kafka.launcher import KafkaBroker
 
 DEFAULT_IMAGE = "confluentinc/cp-kafka:7.6.0"
@@ -32,8 +37,10 @@ class KafkaBackend:
     broker: KafkaBroker | None = None
 
 
-# Set while the launcher broker is up, for the teardown hook below.
+# Set while the launcher broker (and a module's cluster) is up, for the teardown hook below.
 _launched: KafkaBroker | None = None
+_cluster: KafkaCluster | None = None
+CLUSTER_BROKERS = 3
 
 
 def _docker_available() -> bool:
@@ -103,6 +110,20 @@ def kafka_broker(kafka_backend: KafkaBackend) -> KafkaBroker:
     return kafka_backend.broker
 
 
+@pytest.fixture(scope="module")
+def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """A controller and three brokers on loopback; tests kill and restart brokers by id."""
+    global _cluster
+    cluster = KafkaCluster(tmp_path_factory.mktemp("kafka-cluster"), brokers=CLUSTER_BROKERS)
+    cluster.start()
+    _cluster = cluster
+    try:
+        yield cluster
+    finally:
+        _cluster = None
+        cluster.stop()
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
     # kafka_broker is session-scoped, so a test that stops the broker and then
@@ -110,3 +131,8 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     broker = _launched
     if broker is not None and "kafka_broker" in getattr(item, "fixturenames", ()) and not broker.is_running():
         broker.start()
+    # The same for a cluster broker that a failed test left killed.
+    cluster = _cluster
+    if cluster is not None and "kafka_cluster" in getattr(item, "fixturenames", ()):
+        for node_id in set(cluster.brokers) - set(cluster.running()):
+            cluster.start_broker(node_id)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ops.kafka.cluster import KafkaCluster
 from ops.kafka.launcher import KafkaBroker, broker_properties, new_cluster_id, write_properties
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -104,3 +105,25 @@ def test_cluster_id_format() -> None:
     # Kafka's Uuid.toString(): url-safe base64 of 16 bytes, unpadded.
     assert len(cluster_id) == 22
     assert not cluster_id.startswith("-")
+
+
+def test_cluster_brokers_replicate_like_production_and_share_one_controller(tmp_path: Path) -> None:
+    cluster = KafkaCluster(tmp_path, brokers=3)
+    controller = cluster.controller.properties()
+    assert controller["process.roles"] == "controller"
+    assert controller["listeners"] == f"CONTROLLER://127.0.0.1:{cluster.controller.controller_port}"
+    assert "advertised.listeners" not in controller
+    for node_id, broker in cluster.brokers.items():
+        props = broker.properties()
+        assert (props["process.roles"], props["node.id"]) == ("broker", str(node_id))
+        assert props["controller.quorum.voters"] == f"0@127.0.0.1:{cluster.controller.controller_port}"
+        assert props["listeners"] == f"PLAINTEXT://127.0.0.1:{broker.port}"
+        assert props["offsets.topic.replication.factor"] == props["transaction.state.log.replication.factor"] == "3"
+        assert props["transaction.state.log.min.isr"] == props["min.insync.replicas"] == "2"
+    assert cluster.bootstrap_servers == ",".join(f"127.0.0.1:{b.port}" for b in cluster.brokers.values())
+    assert len({b.cluster_id for b in cluster.brokers.values()} | {cluster.controller.cluster_id}) == 1
+
+
+def test_one_broker_cluster_asks_for_no_more_replicas_than_it_has(tmp_path: Path) -> None:
+    props = KafkaCluster(tmp_path, brokers=1).brokers[1].properties()
+    assert props["offsets.topic.replication.factor"] == props["min.insync.replicas"] == "1"

@@ -294,6 +294,10 @@ class KafkaBroker:
         self.extra_config: dict[str, str] = dict(extra_config or {})
         self.format_args: list[str] = list(format_args or [])
         self.client_config: dict[str, str] = dict(client_config or {})
+        # A cluster's nodes share one id (ops/kafka/cluster.py); a lone broker gets a fresh one.
+        self.cluster_id: str | None = None
+        # JVM heap options; None = KAFKA_HEAP_OPTS, else the default.
+        self.heap_opts: str | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_offset = 0  # where the current run starts in broker.log
         self._cds_dump: tuple[Path, Path] | None = None  # (being written, final)
@@ -321,7 +325,7 @@ class KafkaBroker:
         libs = fetch_jars()  # a cold Maven fetch does not count against the start-up timeout
         deadline = time.monotonic() + timeout
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        props = broker_properties(self.port, self.controller_port, self.data_dir, self.extra_config)
+        props = self.properties()
         write_properties(self.properties_path, props)
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         self._check_ports_free()
@@ -350,9 +354,22 @@ class KafkaBroker:
                 proc.wait(10)
         self._finish_cds_dump(None if proc is None else proc.returncode)
 
+    def kill(self) -> None:
+        """SIGKILL, as a crashed machine would end it: no controlled shutdown, no leadership handed over."""
+        atexit.unregister(self.stop)
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            self._signal_group(proc, signal.SIGKILL)
+            proc.wait(30)
+        self._finish_cds_dump(None if proc is None else proc.returncode)
+
     def restart(self, timeout: float = 90) -> str:
         self.stop()
         return self.start(timeout)
+
+    def properties(self) -> dict[str, str]:
+        """server.properties as the next start() writes it."""
+        return broker_properties(self.port, self.controller_port, self.data_dir, self.extra_config)
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         """Last lines of broker.log written by the current/last start."""
@@ -393,7 +410,7 @@ class KafkaBroker:
             *_jvm_base(libs, "-Xmx256m"),
             *self._cds_read_options(libs),
             "kafka.tools.StorageTool", "format",
-            "-t", new_cluster_id(), "-c", str(self.properties_path), "--ignore-formatted",
+            "-t", self.cluster_id or new_cluster_id(), "-c", str(self.properties_path), "--ignore-formatted",
             *self.format_args,
         ]  # fmt: skip
         with self.log_path.open("ab") as log:
@@ -404,7 +421,7 @@ class KafkaBroker:
             raise RuntimeError(f"kafka-storage format failed:\n{self.log_tail()}")
 
     def _spawn(self, libs: Path) -> None:
-        heap = os.environ.get("KAFKA_HEAP_OPTS", DEFAULT_HEAP_OPTS)
+        heap = self.heap_opts or os.environ.get("KAFKA_HEAP_OPTS", DEFAULT_HEAP_OPTS)
         cmd = [*_jvm_base(libs, heap), *self._cds_options(libs), "kafka.Kafka", str(self.properties_path)]
         with self.log_path.open("ab") as log:
             log.write(f"=== kafka.Kafka start {time.ctime()} port={self.port} ===\n".encode())
@@ -466,13 +483,16 @@ class KafkaBroker:
                 raise RuntimeError(
                     f"Kafka did not answer on {self.bootstrap_servers} in time; {self.log_path}:\n{self.log_tail()}"
                 )
-            # The cheap TCP check comes first so that the client is not
-            # created, and does not log, against a closed port.
-            if _tcp_accepts(self.port) and _metadata_ok(
-                self.bootstrap_servers, min(5.0, max(remaining, 0.5)), self.client_config
-            ):
+            if self._answers(remaining):
                 return
             time.sleep(0.2)
+
+    def _answers(self, remaining: float) -> bool:
+        # The cheap TCP check comes first so that the client is not
+        # created, and does not log, against a closed port.
+        return _tcp_accepts(self.port) and _metadata_ok(
+            self.bootstrap_servers, min(5.0, max(remaining, 0.5)), self.client_config
+        )
 
     @staticmethod
     def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
