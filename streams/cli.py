@@ -44,12 +44,16 @@ def cli(ctx: click.Context, bootstrap: str | None, model_path: str | None) -> No
 def worker(ctx: click.Context, create_topics: bool) -> None:
     """Consume the raw topic and extract fields until stopped."""
     from streams.pipeline import Pipeline
+    from streams.topics import ReplicationError
     from streams.topics import create_topics as make_topics
 
     settings = _settings(ctx)
     engine = _engine(settings)
     if create_topics:
-        make_topics(settings)
+        try:
+            make_topics(settings)
+        except ReplicationError as exc:
+            raise click.ClickException(str(exc)) from None
     pipeline = Pipeline(engine, settings)
     if settings.worker.delivery == "exactly_once":
         _run_transactional(settings, pipeline)
@@ -84,9 +88,13 @@ def topics() -> None:
 @click.pass_context
 def topics_create(ctx: click.Context) -> None:
     """Create the raw, fields, review, alerts and dead-letter topics if missing."""
-    from streams.topics import create_topics
+    from streams.topics import ReplicationError, create_topics
 
-    for name, outcome in create_topics(_settings(ctx)).items():
+    try:
+        outcomes = create_topics(_settings(ctx))
+    except ReplicationError as exc:
+        raise click.ClickException(str(exc)) from None
+    for name, outcome in outcomes.items():
         click.echo(f"{outcome:8} {name}")
 
 

@@ -51,6 +51,8 @@ def run_demo(settings: Settings, documents: int, keep_running: bool) -> None:
         shutil.rmtree(DEMO_DIR / "kafka", ignore_errors=True)
         broker = KafkaBroker(DEMO_DIR / "kafka")
         settings.kafka.bootstrap_servers = broker.start()
+        # One broker: one replica of everything (the defaults are a three-broker cluster's).
+        settings.topics.replication_factor = settings.topics.min_insync_replicas = 1
     click.secho(f"broker: {settings.kafka.bootstrap_servers}", fg="cyan")
     settings.model.path = _model_path(settings.model.path)
     for name, outcome in create_topics(settings).items():

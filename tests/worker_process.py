@@ -45,6 +45,9 @@ def isolated_settings(
         "SEQSTREAM_TOPICS__DEAD_LETTER": f"t{run}.dead-letter",
         "SEQSTREAM_TOPICS__AUDIT": f"t{run}.audit",
         "SEQSTREAM_TOPICS__PARTITIONS": "3",
+        # The session's broker is a single node; cluster tests override these.
+        "SEQSTREAM_TOPICS__REPLICATION_FACTOR": "1",
+        "SEQSTREAM_TOPICS__MIN_INSYNC_REPLICAS": "1",
         "SEQSTREAM_WORKER__APP_ID": f"seqstream-test-{run}",
         "SEQSTREAM_WORKER__DATA_DIR": str(data_dir),
         "SEQSTREAM_WORKER__WEB_PORT": "0",

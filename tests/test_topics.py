@@ -1,0 +1,34 @@
+"""Topic settings for a cluster: every topic asks for the configured replicas and in-sync minimum,
+and settings that a cluster could not honour are refused before anything is created."""
+
+from __future__ import annotations
+
+import pytest
+
+from streams.settings import load_settings
+from streams.topics import ReplicationError, check_replication, topic_specs
+
+
+def test_defaults_suit_a_three_broker_cluster() -> None:
+    specs = topic_specs(load_settings({}))
+    assert {(s.replication_factor, s.config["min.insync.replicas"]) for s in specs} == {(3, "2")}
+
+
+def test_every_topic_carries_the_configured_minimum_in_sync() -> None:
+    settings = load_settings(
+        {"SEQSTREAM_TOPICS__REPLICATION_FACTOR": "5", "SEQSTREAM_TOPICS__MIN_INSYNC_REPLICAS": "3"}
+    )
+    assert {(s.replication_factor, s.config["min.insync.replicas"]) for s in topic_specs(settings)} == {(5, "3")}
+
+
+def test_more_replicas_than_live_brokers_is_refused_with_the_way_out() -> None:
+    with pytest.raises(ReplicationError, match=r"needs 3 brokers, but the cluster has 1 live.*REPLICATION_FACTOR"):
+        check_replication(3, 2, live_brokers=1)
+    check_replication(3, 2, live_brokers=3)
+    check_replication(1, 1, live_brokers=1)
+
+
+@pytest.mark.parametrize("min_isr", [0, 4])
+def test_a_minimum_in_sync_outside_one_to_the_replication_factor_is_refused(min_isr: int) -> None:
+    with pytest.raises(ReplicationError, match="MIN_INSYNC_REPLICAS"):
+        check_replication(3, min_isr, live_brokers=3)
