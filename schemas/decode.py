@@ -19,6 +19,10 @@ MAX_LABEL_CHARS = 64
 # Characters that would change the prompt's structure: a newline starts a new prompt line, a colon
 # separates a label from its value, and the full-width comma separates the labels themselves.
 PROMPT_BREAKING = re.compile(r"[\n\r:：，\t]")
+# SeqGPT's own prompt markers (`输入: {text}\n抽取: {labels}\n输出: [GEN]`): a label holding one would
+# hand the model a second instruction or a second place to start answering. The colon forms are
+# already caught by the colon rule, but are named here so that the message says what was found.
+PROMPT_MARKERS = ("[GEN]", "输入:", "输出:", "抽取:", "分类:")
 
 _decoder = msgspec.json.Decoder(RawDocument)
 KNOWN_TYPES = ", ".join(typing.get_args(FieldType))
@@ -101,6 +105,9 @@ def _resolve_labels(raw: RawDocument, fail) -> tuple[str, ...]:
             raise fail(ErrorCode.INVALID_LABEL, "a label must be non-empty without surrounding spaces" + where)
         if len(label) > MAX_LABEL_CHARS:
             raise fail(ErrorCode.INVALID_LABEL, f"a label may have at most {MAX_LABEL_CHARS} characters" + where)
+        marker = next((m for m in PROMPT_MARKERS if m in label), None)
+        if marker is not None:
+            raise fail(ErrorCode.INVALID_LABEL, f"label {label!r} contains the prompt marker {marker!r}" + where)
         if PROMPT_BREAKING.search(label) or not label.isprintable():
             raise fail(
                 ErrorCode.INVALID_LABEL,

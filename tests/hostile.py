@@ -97,7 +97,7 @@ def seeded_hostile_messages(n: int, seed: int, limit: int) -> list[bytes]:
         if kind == 0:  # arbitrary bytes, made unique by their index
             value = f"{i}:".encode() + rng.randbytes(rng.randint(0, 200))
         elif kind == 1:  # prompt syntax and control characters in the text, plain labels
-            value = _dump({"doc_id": doc_id, "text": "合同" + _text(rng, 30), "labels": ["甲方", "[GEN]"]}, rng)
+            value = _dump({"doc_id": doc_id, "text": "合同" + _text(rng, 30), "labels": ["甲方", "签约日期"]}, rng)
         elif kind == 2:  # the same in the labels
             labels = list(dict.fromkeys(_text(rng, rng.randint(1, 4)) for _ in range(rng.randint(1, 4))))
             value = _dump({"doc_id": doc_id, "text": _text(rng, 20) + "正文", "labels": labels}, rng)

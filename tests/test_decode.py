@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from schemas.decode import MAX_LABELS, DocumentError, decode_document
+from schemas.decode import MAX_LABELS, PROMPT_MARKERS, DocumentError, decode_document
 from schemas.field_sets import FIELD_SET_TYPES, FIELD_SETS
 from schemas.messages import ErrorCode
 
@@ -37,6 +37,7 @@ BAD_INPUT = [
     ("label with full-width colon", doc(labels=["甲方："]), ErrorCode.INVALID_LABEL),
     ("label with full-width comma", doc(labels=["甲方，乙方"]), ErrorCode.INVALID_LABEL),
     ("duplicate labels", doc(labels=["甲方", "甲方"]), ErrorCode.INVALID_LABEL),
+    ("label with the generation marker", doc(labels=["甲方[GEN]"]), ErrorCode.INVALID_LABEL),
     ("label not a string", doc(labels=[1]), ErrorCode.WRONG_TYPE),
     ("invalid utf-8", b'{"doc_id": "d-1", "text": "\xff\xfe bad", "labels": ["a"]}', ErrorCode.INVALID_UTF8),
     ("invalid utf-8 outside strings", b'\xff{"doc_id": "d-1"}', ErrorCode.INVALID_UTF8),
@@ -122,3 +123,11 @@ def test_a_field_set_brings_its_types_and_the_message_may_override_them() -> Non
 def test_every_shipped_field_set_types_only_its_own_labels() -> None:
     for name, types in FIELD_SET_TYPES.items():
         assert set(types) <= set(FIELD_SETS[name]), name
+
+
+@pytest.mark.parametrize("marker", PROMPT_MARKERS)
+def test_a_label_holding_a_prompt_marker_is_a_dead_letter_that_names_it(marker: str) -> None:
+    with pytest.raises(DocumentError) as caught:
+        decode_document(doc(labels=["乙方", f"甲方{marker}名称"]), LIMIT)
+    assert caught.value.code is ErrorCode.INVALID_LABEL
+    assert repr(marker) in caught.value.message and "$.labels[1]" in caught.value.message
