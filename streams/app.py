@@ -16,12 +16,14 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 import faust
+from aiokafka.errors import KafkaTimeoutError
 from faust.web import Request, Response, View
 
 from streams import metrics
 from streams.health import BrokerProbe, Readiness
 from streams.kafka_security import faust_credentials
 from streams.pipeline import Pipeline
+from streams.replication import Backoff, write_until_acknowledged
 from streams.routing import Inbound, Outgoing, outcome_of_topic
 from streams.settings import Settings
 
@@ -63,9 +65,16 @@ def create_app(settings: Settings, pipeline: Pipeline) -> faust.App:
     window_s = settings.batch.window_ms / 1000
     metrics.set_model_info(pipeline.engine.info)
 
+    backoff = Backoff()
+
     async def write(outgoing: list[Outgoing]) -> None:
-        pending = [await outputs[o.topic].send(key=o.key, value=o.value) for o in outgoing]
-        await asyncio.gather(*pending)
+        async def send_all() -> None:
+            pending = [await outputs[o.topic].send(key=o.key, value=o.value) for o in outgoing]
+            await asyncio.gather(*pending)
+
+        # aiokafka retries NOT_ENOUGH_REPLICAS itself until its request timeout; past that the batch
+        # is written again after a pause, never dropped and never left to crash the agent.
+        await write_until_acknowledged(send_all, _retriable, backoff, "writing a batch")
 
     @app.agent(raw_topic, name="extract")
     async def extract(stream: faust.StreamT) -> None:
@@ -104,6 +113,12 @@ def create_app(settings: Settings, pipeline: Pipeline) -> faust.App:
     if settings.worker.web_port > 0:
         _add_operations_pages(app, settings, pipeline)
     return app
+
+
+def _retriable(exc: Exception) -> bool:
+    # aiokafka marks broker-side conditions (NOT_ENOUGH_REPLICAS, leader moves) retriable; a batch
+    # that expired while they lasted raises KafkaTimeoutError, which is not marked but is the same.
+    return bool(getattr(exc, "retriable", False)) or isinstance(exc, KafkaTimeoutError)
 
 
 def _add_operations_pages(app: faust.App, settings: Settings, pipeline: Pipeline) -> None:

@@ -44,6 +44,7 @@ def cli(ctx: click.Context, bootstrap: str | None, model_path: str | None) -> No
 def worker(ctx: click.Context, create_topics: bool) -> None:
     """Consume the raw topic and extract fields until stopped."""
     from streams.pipeline import Pipeline
+    from streams.replication import ReplicationWatch
     from streams.topics import ReplicationError
     from streams.topics import create_topics as make_topics
 
@@ -55,6 +56,8 @@ def worker(ctx: click.Context, create_topics: bool) -> None:
         except ReplicationError as exc:
             raise click.ClickException(str(exc)) from None
     pipeline = Pipeline(engine, settings)
+    # Either driver: an alert when an output partition is short of in-sync replicas.
+    ReplicationWatch(settings).start()
     if settings.worker.delivery == "exactly_once":
         _run_transactional(settings, pipeline)
         return

@@ -37,7 +37,13 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
         spec(t.raw, **{"cleanup.policy": "delete", "retention.ms": str(t.raw_retention_ms)}),
         spec(t.fields, **compacted),
         spec(t.review, **compacted),
-        spec(t.alerts, **{"cleanup.policy": "delete", "retention.ms": str(t.event_retention_ms)}),
+        # One in-sync replica suffices for alerts: a cluster short of brokers is what they must report,
+        # and with the minimum above the replicas left neither writers nor readers would get past
+        # it (Kafka 4 holds a partition's high watermark while its ISR is below the minimum).
+        spec(
+            t.alerts,
+            **{"cleanup.policy": "delete", "retention.ms": str(t.event_retention_ms), "min.insync.replicas": "1"},
+        ),
         # The latest trace per document, like the record it explains.
         spec(t.audit, **compacted),
         spec(

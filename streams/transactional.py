@@ -27,6 +27,7 @@ from streams import metrics
 from streams.kafka_io import client_config
 from streams.operations_http import OperationsServer
 from streams.pipeline import Pipeline
+from streams.replication import Backoff
 from streams.routing import Inbound, Outgoing, outcome_of_topic
 from streams.settings import Settings, transactional_id
 
@@ -81,6 +82,9 @@ class TransactionalWorker:
         self.producer = self._new_producer()
         self.outcome_of = outcome_of_topic(settings.topics)
         self.assigned: set[tuple[str, int]] = set()
+        # While brokers are short (NOT_ENOUGH_REPLICAS) a batch fails to commit again and again:
+        # a growing pause between tries instead of redoing it at once (streams/replication.py).
+        self.backoff = Backoff()
 
     def _new_producer(self) -> Producer:
         """A producer whose init_transactions fenced every earlier one with this transactional id
@@ -148,10 +152,13 @@ class TransactionalWorker:
         metrics.observe_stage("produce", time.monotonic() - produce_started)
         metrics.count_outputs((self.outcome_of[o.topic], o.submitted_at) for o in outgoing)
         metrics.INPUT_MESSAGES.inc(len(batch))
+        # The transaction's own time (writes and commit, the model excluded) is what must stay well
+        # inside kafka.transaction_timeout_s; ops/RELIABILITY.md quotes it from this line.
         log.info(
-            "batch of %d committed in %.0f ms: %d messages written",
+            "batch of %d committed in %.0f ms (transaction %.0f ms): %d messages written",
             len(batch),
             (time.monotonic() - started) * 1000,
+            (time.monotonic() - produce_started) * 1000,
             len(outgoing),
         )
 
@@ -173,14 +180,17 @@ class TransactionalWorker:
                 self._rewind(batch)
                 return False
             self._retrying("commit_transaction", lambda: self.producer.commit_transaction(CALL_TIMEOUT_S))
+            self.backoff.reset()
             return True
         except KafkaException as exc:
             error = exc.args[0]
             if error.fatal():
                 raise  # e.g. fenced by a newer worker with this id: exit, the supervisor restarts us
-            log.warning("transaction aborted (%s); the batch will be consumed again", error.str())
+            delay = self.backoff.next()
+            log.warning("transaction aborted (%s); the batch will be consumed again in %.1f s", error.str(), delay)
             self._retrying("abort_transaction", lambda: self.producer.abort_transaction(CALL_TIMEOUT_S))
             self._rewind(batch)
+            time.sleep(delay)
             return False
 
     def _produce(self, o: Outgoing) -> None:
@@ -193,6 +203,7 @@ class TransactionalWorker:
 
     def _retrying(self, what: str, call: Callable[[], None]) -> None:
         """A transactional call, again while it fails retriably (the broker is away for a while)."""
+        backoff = Backoff()
         while True:
             try:
                 call()
@@ -200,7 +211,9 @@ class TransactionalWorker:
             except KafkaException as exc:
                 if not exc.args[0].retriable():
                     raise
-                log.warning("%s: %s; trying again", what, exc.args[0].str())
+                delay = backoff.next()
+                log.warning("%s: %s; trying again in %.1f s", what, exc.args[0].str(), delay)
+                time.sleep(delay)
 
     def _rewind(self, batch: list[Inbound]) -> None:
         for tp in first_offsets(batch):

@@ -182,12 +182,14 @@ class KafkaCluster:
 
     def leaders(self, topics: Iterable[str]) -> dict[tuple[str, int], int]:
         """(topic, partition) -> the broker id leading it now (-1 while it has no leader)."""
-        metadata = self._metadata()
+        topics = list(topics)
+        metadata = self._metadata(topics)
         return {(topic, p.id): p.leader for topic in topics for p in metadata.topics[topic].partitions.values()}
 
     def in_sync(self, topics: Iterable[str]) -> dict[tuple[str, int], list[int]]:
         """(topic, partition) -> the broker ids in its ISR now."""
-        metadata = self._metadata()
+        topics = list(topics)
+        metadata = self._metadata(topics)
         return {(topic, p.id): list(p.isrs) for topic in topics for p in metadata.topics[topic].partitions.values()}
 
     def wait_fully_in_sync(self, topics: Iterable[str], timeout: float = 120) -> None:
@@ -195,7 +197,7 @@ class KafkaCluster:
         topics = list(topics)
         deadline = time.monotonic() + timeout
         while True:
-            metadata = self._metadata()
+            metadata = self._metadata(topics)
             lagging = [
                 (topic, p.id)
                 for topic in topics
@@ -236,11 +238,19 @@ class KafkaCluster:
             for future in [pool.submit(b.start, max(deadline - time.monotonic(), 5.0)) for b in down]:
                 future.result()
 
-    def _metadata(self):
+    def _metadata(self, topics: list[str], timeout: float = 30):
+        """Cluster metadata once it lists every topic of `topics` (a new topic reaches brokers one by one)."""
         from confluent_kafka.admin import AdminClient
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "logger": _quiet_logger()})
-        return admin.list_topics(timeout=30)
+        deadline = time.monotonic() + timeout
+        while True:
+            metadata = admin.list_topics(timeout=timeout)
+            if all(t in metadata.topics and metadata.topics[t].partitions for t in topics):
+                return metadata
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"topics missing from the metadata after {timeout:.0f} s: {topics}")
+            time.sleep(0.2)
 
 
 def _formatted_cluster_id(node_dir: Path) -> str | None:
