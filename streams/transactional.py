@@ -185,13 +185,37 @@ class TransactionalWorker:
         except KafkaException as exc:
             error = exc.args[0]
             if error.fatal():
-                raise  # e.g. fenced by a newer worker with this id: exit, the supervisor restarts us
+                return self._start_over(batch, error)
             delay = self.backoff.next()
             log.warning("transaction aborted (%s); the batch will be consumed again in %.1f s", error.str(), delay)
-            self._retrying("abort_transaction", lambda: self.producer.abort_transaction(CALL_TIMEOUT_S))
+            try:
+                self._retrying("abort_transaction", lambda: self.producer.abort_transaction(CALL_TIMEOUT_S))
+            except KafkaException as abort_exc:
+                if not abort_exc.args[0].fatal():
+                    raise
+                return self._start_over(batch, abort_exc.args[0])
             self._rewind(batch)
             time.sleep(delay)
             return False
+
+    def _start_over(self, batch: list[Inbound], error: KafkaError) -> bool:
+        """After a fatal transactional error: a new producer under the same id, and the batch again.
+
+        A broker lost mid-transaction can leave the producer unusable: its records time out while
+        the partition's leadership moves, the coordinator aborts the transaction on its timeout,
+        and the abort that follows is refused (INVALID_TXN_STATE). A new producer's
+        init_transactions fences the old one and starts clean; exiting would cost a restart and
+        the model's reload for the same result. Fenced by a newer worker with this id, though,
+        this one is the zombie: it exits (the supervisor decides whether it comes back).
+        """
+        if error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED):
+            raise KafkaException(error)
+        delay = self.backoff.next()
+        log.error("transaction failed (%s); a new producer redoes the batch in %.1f s", error.str(), delay)
+        self.producer = self._new_producer()
+        self._rewind(batch)
+        time.sleep(delay)
+        return False
 
     def _produce(self, o: Outgoing) -> None:
         while True:
