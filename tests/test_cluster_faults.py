@@ -3,7 +3,7 @@
 worker` runs. Each test prints a `RELIABILITY ...` line (run with -s) that ops/RELIABILITY.md quotes.
 
 One cluster serves the module (four JVMs on a shared 2-core machine). Sizes: 2,000 documents per
-delivery mode with the broker leading most output partitions killed; 600 with two brokers down;
+delivery mode with the broker leading most output partitions killed; 400 with two brokers down;
 about 500 for the read_committed wait on a killed exactly-once worker; 96 documents at the size
 limit for the transaction time at the batch bounds.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import sys
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -20,10 +21,11 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from ops.kafka.cluster import KafkaCluster
-from streams.kafka_io import produce_lines
+from streams.kafka_io import client_config, produce_lines
 from streams.settings import Settings
 from streams.topics import ReplicationError, create_topics
 from tests.worker_process import (
@@ -127,7 +129,8 @@ def test_topics_are_replicated_and_more_replicas_than_brokers_are_refused(run) -
 @pytest.mark.parametrize("delivery", ["at_least_once", "exactly_once"])
 def test_broker_leading_most_outputs_sigkilled_mid_run_loses_nothing(run, delivery: str) -> None:
     extra = {"worker__transactional_id": "cluster-slot-0"} if delivery == "exactly_once" else {}
-    r = run(worker__delivery=delivery, **extra)
+    # Batches of 32 (the default bound): 2,000 documents in fewer minutes on a shared machine.
+    r = run(worker__delivery=delivery, batch__max_documents="32", **extra)
     t = r.settings.topics
     messages, ids = sample_messages(2000, seed=81)
     answered = r.answered()
@@ -189,7 +192,7 @@ def _replication_alerts(outputs: Outputs, settings: Settings) -> list[dict]:
 def test_two_brokers_down_worker_stalls_alerts_and_completes_when_one_returns(run) -> None:
     r = run()
     t = r.settings.topics
-    messages, ids = sample_messages(600, seed=82)
+    messages, ids = sample_messages(400, seed=82)
     answered = r.answered()
     worker = r.worker("worker")
     done = BATCH_DONE["at_least_once"]
@@ -240,6 +243,42 @@ def test_two_brokers_down_worker_stalls_alerts_and_completes_when_one_returns(ru
     assert not out.records[t.dead_letter]
 
 
+def _every_partition_visible(
+    r: Run, topic: str, worker_id: str, since: datetime, timeout_s: float, worker: WorkerProcess
+) -> dict[int, tuple[float, float]]:
+    """Per partition of `topic`, (monotonic() when a read_committed reader first held a record that
+    `worker_id` completed after `since`, that record's completion in seconds after `since`). A dead
+    worker's open transaction holds back every partition it wrote to (their last stable offset), so
+    the latest of these is when readers are past it everywhere."""
+    partitions = r.settings.topics.partitions
+    consumer = Consumer(
+        {
+            **client_config(r.settings),
+            "group.id": f"visibility-{uuid.uuid4()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    consumer.subscribe([topic])
+    seen: dict[int, tuple[float, float]] = {}
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(seen) < partitions:
+            worker.assert_alive()
+            assert time.monotonic() < deadline, f"only partitions {sorted(seen)} of {topic} showed {worker_id}"
+            for message in consumer.consume(500, timeout=0.2):
+                if message.error():
+                    continue
+                p = msgspec.json.decode(message.value())["processing"]
+                completed = datetime.fromisoformat(p["completed_at"])
+                if p["worker_id"] == worker_id and completed > since and message.partition() not in seen:
+                    seen[message.partition()] = (time.monotonic(), (completed - since).total_seconds())
+        return seen
+    finally:
+        consumer.close()
+
+
 def _first_visible(r: Run, match: Callable[[dict], bool], timeout_s: float, worker: WorkerProcess) -> float:
     """monotonic() when the read_committed reader first holds a result record that `match`es."""
     r.reader.read_until(lambda o: any(match(rec) for rec in o.results(r.settings)), timeout_s, worker)
@@ -250,7 +289,7 @@ def _first_visible(r: Run, match: Callable[[dict], bool], timeout_s: float, work
 def test_readers_see_past_a_killed_exactly_once_worker_within_15_s(run) -> None:
     r = run(worker__delivery="exactly_once")
     t = r.settings.topics
-    waves = [sample_messages(n, seed) for n, seed in ((200, 83), (200, 84), (200, 85), (120, 86))]
+    waves = [sample_messages(n, seed) for n, seed in ((150, 83), (150, 84), (150, 85), (100, 86))]
     ids = set().union(*(wave_ids for _, wave_ids in waves))
 
     def visible(worker_id: str, since: datetime, partitions: set[int] | None = None) -> Callable[[dict], bool]:
@@ -306,6 +345,9 @@ def test_readers_see_past_a_killed_exactly_once_worker_within_15_s(run) -> None:
     killed, killed_wall = time.monotonic(), datetime.now(UTC)
     # Work on every partition after the kill, so that b must serve a's too.
     produce_lines(r.settings, t.raw, waves[3][0])
+    # The tiny model sends every document to review: b's records there show what readers wait for.
+    per_partition = _every_partition_visible(r, t.review, "b", killed_wall, 120, b)
+    survivor_visible = max(at for at, _ in per_partition.values()) - killed
     takeover_visible = _first_visible(r, visible("b", killed_wall, a_partitions), 120, b) - killed
     out = r.reader.read_until(lambda o: ids <= set(o.doc_ids(t.fields, t.review, t.dead_letter)), 600, b)
     all_visible = time.monotonic() - killed
@@ -322,12 +364,18 @@ def test_readers_see_past_a_killed_exactly_once_worker_within_15_s(run) -> None:
         session_timeout_s=r.settings.kafka.session_timeout_s,
         kill_to_restarted_worker_ready_s=round(restart_ready, 1),
         kill_to_restarted_workers_records_visible_s=round(restart_visible, 1),
-        kill_to_takeover_records_visible_s=round(takeover_visible, 1),
+        kill_to_survivors_records_visible_on_every_partition_s=round(survivor_visible, 1),
+        kill_to_survivors_first_record_for_a_partition_of_the_dead_s=round(takeover_visible, 1),
+        per_review_partition_completed_and_visible_s={
+            p: (round(done, 1), round(at - killed, 1)) for p, (at, done) in sorted(per_partition.items())
+        },
         kill_to_all_visible_s=round(all_visible, 1),
     )
     assert r.settings.kafka.transaction_timeout_s == TRANSACTION_TIMEOUT_S, "the test must run the default"
     assert a_partitions, "a wrote nothing before its second death"
-    assert takeover_visible <= 15, f"readers waited {takeover_visible:.1f} s on the dead worker"
+    assert survivor_visible <= 15, f"readers waited {survivor_visible:.1f} s on the dead worker"
+    # Not asserted: taking a's partitions over also waits for a's session (10 s here) to expire and
+    # for b's next batch through the model, which a crowded machine stretches.
     # The restart's own duration (a process start and a model load: 6 s on a quiet machine, 40 s
     # on a crowded one) is the supervisor's, not the transaction's; what follows it must be short.
     assert restart_visible - restart_ready <= 15, f"readers waited {restart_visible:.1f} s on the restarted worker"
