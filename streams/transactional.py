@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 CALL_TIMEOUT_S = 30.0
 # Beyond CALL_TIMEOUT_S, a call that has not returned is not going to.
 STUCK_AFTER_S = CALL_TIMEOUT_S + 10.0
+# The longest pause between two tries of a failing transaction or transactional call.
+RETRY_PAUSE_MAX_S = 5.0
 
 
 def next_offsets(batch: Sequence[Inbound]) -> list[TopicPartition]:
@@ -84,7 +86,8 @@ class TransactionalWorker:
         self.assigned: set[tuple[str, int]] = set()
         # While brokers are short (NOT_ENOUGH_REPLICAS) a batch fails to commit again and again:
         # a growing pause between tries instead of redoing it at once (streams/replication.py).
-        self.backoff = Backoff()
+        # Short at most: each try already waits on the broker, and a long pause would outlast it.
+        self.backoff = Backoff(max_s=RETRY_PAUSE_MAX_S)
 
     def _new_producer(self) -> Producer:
         """A producer whose init_transactions fenced every earlier one with this transactional id
@@ -227,7 +230,7 @@ class TransactionalWorker:
 
     def _retrying(self, what: str, call: Callable[[], None]) -> None:
         """A transactional call, again while it fails retriably (the broker is away for a while)."""
-        backoff = Backoff()
+        backoff = Backoff(max_s=RETRY_PAUSE_MAX_S)
         while True:
             try:
                 call()
