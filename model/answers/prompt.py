@@ -24,9 +24,19 @@ def build_prompt(text: str, task: str, labels: Sequence[str]) -> str:
 def chunk_labels(labels: Sequence[str], size: int) -> list[tuple[str, ...]]:
     """Extraction asks for at most `size` labels per prompt (smaller sets recall more).
 
-    Classification keeps the whole label set in one prompt: the model must choose among all of them.
+    Near-equal chunks, as the reference's `np.array_split(labels, ceil(n / size))` makes them: 7 labels
+    with size 6 give 4 + 3, not 6 + 1 (the model was tuned on prompts chunked that way). The first
+    `n % k` chunks take one label more. Classification keeps the whole label set in one prompt: the
+    model must choose among all of them.
     """
-    return [tuple(labels[i : i + size]) for i in range(0, len(labels), size)]
+    count = -(-len(labels) // size)
+    small, extra = divmod(len(labels), count) if count else (0, 0)
+    chunks, start = [], 0
+    for i in range(count):
+        end = start + small + (1 if i < extra else 0)
+        chunks.append(tuple(labels[start:end]))
+        start = end
+    return chunks
 
 
 def prompt_chunks(doc: Document, labels_per_prompt: int) -> list[tuple[str, ...]]:
