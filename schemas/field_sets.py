@@ -21,6 +21,17 @@ FIELD_SETS: dict[str, tuple[str, ...]] = {
 # Names are typed where the label says whose they are (a person's or an organisation's): the lexicon
 # check lets the validation loop re-decode a name that is none. 甲方 and 乙方 may be either, and free
 # text has no form, so they stay untyped.
+# Labels that hold one value per document. A document read in several windows may get a candidate
+# from each: the most confident is the value, the others are kept as alternatives. Every other label
+# (人物, 组织机构, 地点, ...) and every label a message spells out itself keeps the union of its windows.
+SINGLE_VALUE_LABELS: dict[str, frozenset[str]] = {
+    "contract": frozenset({"甲方", "乙方", "签约日期", "合同金额", "合同期限", "签约地点"}),
+    "resume": frozenset({"姓名", "性别", "出生日期", "手机号码", "电子邮箱", "学历"}),
+    "job_ad": frozenset({"公司名称", "职位名称", "薪资范围", "学历要求", "联系电话"}),
+    "news": frozenset({"发布机构", "发布日期"}),
+    "medical": frozenset({"患者姓名", "性别", "年龄", "就诊日期", "主治医师", "医院名称"}),
+}
+
 FIELD_SET_TYPES: dict[str, dict[str, FieldType]] = {
     "contract": {"签约日期": "date", "合同金额": "amount"},
     "resume": {

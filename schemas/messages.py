@@ -66,6 +66,8 @@ class Document(msgspec.Struct, frozen=True, kw_only=True):
     submitted_at: datetime | None = None
     trace_id: str | None = None
     metadata: dict[str, str] = msgspec.field(default_factory=dict)
+    # The named field set the labels came from, if any: it says which labels hold one value.
+    field_set: str | None = None
 
 
 NormalisedKind = Literal["date", "amount", "phone", "id_card", "email"]
@@ -101,6 +103,15 @@ class Span(msgspec.Struct, frozen=True, kw_only=True):
     retries: int = 0
     # The value's normal form when its label is typed (model/normalize.py); the text above stays as read.
     normalised: Normalised | None = None
+    # Which of the record's `windows` the model read the value in (0 for a document read whole).
+    window: int = 0
+
+
+class TextWindow(msgspec.Struct, frozen=True, kw_only=True):
+    """Characters [start, end) of the document that the model read in one window (model/windows.py)."""
+
+    start: int
+    end: int
 
 
 class TokenChoice(msgspec.Struct, frozen=True, kw_only=True):
@@ -200,6 +211,11 @@ class FieldRecord(msgspec.Struct, kw_only=True):
     trace_id: str | None
     metadata: dict[str, str]
     processing: Processing
+    # The windows the document was read in, in order: one unless it is longer than the model's window.
+    windows: list[TextWindow] = msgspec.field(default_factory=list)
+    # Labels that hold one value (a field set's 签约日期, 甲方, ...): the less confident candidates
+    # other windows gave, at their offsets; `fields` holds the most confident.
+    alternatives: dict[str, list[Span]] = msgspec.field(default_factory=dict)
 
 
 class ReviewRecord(FieldRecord, kw_only=True):
@@ -242,6 +258,7 @@ class ErrorCode(enum.Enum):
     TOO_MANY_LABELS = "too_many_labels"
     INVALID_LABEL = "invalid_label"
     INVALID_FIELD_TYPE = "invalid_field_type"
+    TOO_LONG = "too_long"
     PROCESSING_FAILED = "processing_failed"
 
 
@@ -281,6 +298,8 @@ class PromptTrace(msgspec.Struct, frozen=True, kw_only=True):
     labels: list[str]
     finished: bool
     tokens: list[TokenTrace]
+    # The record's window this prompt read (0 for a document read whole).
+    window: int = 0
 
 
 class AuditRecord(msgspec.Struct, kw_only=True):

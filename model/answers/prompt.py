@@ -49,20 +49,39 @@ def encode(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:
     return tokenizer(text)["input_ids"]
 
 
+def prompt_overhead(tokenizer: PreTrainedTokenizerBase, task: str, chunks: Sequence[tuple[str, ...]]) -> int:
+    """Tokens the longest of the chunks' prompts takes around the text."""
+    return max(len(encode(tokenizer, build_prompt("", task, c))) for c in chunks)
+
+
+def token_ends(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:
+    """Per token of `text` on its own, the character where the token ends."""
+    return [end for _, end in tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]]
+
+
+def fits(
+    tokenizer: PreTrainedTokenizerBase, text: str, task: str, chunks: Sequence[tuple[str, ...]], max_input_tokens: int
+) -> bool:
+    """Whether every chunk's prompt holds `text` whole: the test `fit_text` applies before it cuts."""
+    return prompt_overhead(tokenizer, task, chunks) + len(token_ends(tokenizer, text)) <= max_input_tokens
+
+
 def fit_text(
     tokenizer: PreTrainedTokenizerBase, doc: Document, chunks: list[tuple[str, ...]], max_input_tokens: int
 ) -> tuple[str, bool]:
     """The document text, cut at its tail if its longest prompt would exceed the input window.
 
     Never at its head: the reference code's left truncation silently drops a document's start.
+    Documents longer than the window reach an engine as windows (model/windows.py) that fit; this cut
+    remains for a caller that reads the head only (the evaluation's head-only baseline).
     """
-    overhead = max(len(encode(tokenizer, build_prompt("", doc.task, c))) for c in chunks)
-    offsets = tokenizer(doc.text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
-    if overhead + len(offsets) <= max_input_tokens:
+    overhead = prompt_overhead(tokenizer, doc.task, chunks)
+    ends = token_ends(tokenizer, doc.text)
+    if overhead + len(ends) <= max_input_tokens:
         return doc.text, False
     keep = max(max_input_tokens - overhead - BOUNDARY_SLACK, 1)
     while True:
-        text = doc.text[: offsets[keep - 1][1]]
+        text = doc.text[: ends[keep - 1]]
         longest = max(len(encode(tokenizer, build_prompt(text, doc.task, c))) for c in chunks)
         if longest <= max_input_tokens or keep == 1:
             return text, True

@@ -1,0 +1,133 @@
+"""Merging the windows of a long document back into one extraction (the split: model/windows.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+
+import msgspec
+
+from model.validate import Extraction
+from model.windows import Window
+from schemas.messages import EntropyAlarm, ReviewCode, ReviewReason, Span
+
+# Reasons about one value: they stand only while that value is still a field after merging.
+VALUE_REASONS = frozenset({ReviewCode.LOW_CONFIDENCE, ReviewCode.TYPE_MISMATCH})
+MAX_ALARMS = 8  # per document, as one window's extraction keeps (model/validate.py)
+
+
+@dataclass
+class WindowedExtraction(Extraction):
+    """A document read in several windows: the merged `Extraction`, and what the merge decided.
+
+    `traces` holds every window's prompts in window order; `trace_windows` says whose each is.
+    """
+
+    windows: list[Window] = field(default_factory=list)
+    # Labels that hold one value: the candidates the most confident one beat, at their offsets.
+    alternatives: dict[str, list[Span]] = field(default_factory=dict)
+    trace_windows: list[int] = field(default_factory=list)
+
+
+def merge_windows(
+    doc_id: str,
+    labels: Sequence[str],
+    windows: Sequence[Window],
+    parts: Sequence[Extraction],
+    single_value: Collection[str],
+    entropy_threshold: float,
+) -> WindowedExtraction:
+    """One extraction from the windows' own (`parts[i]` read `windows[i]`, offsets within it).
+
+    Per label, the rule (documented in the README):
+    1. a span moves to its offsets in the document and remembers its window;
+    2. the same span (same offsets) from overlapping windows counts once, the copy from the window
+       that owns it (see `Window`), then the more confident;
+    3. overlapping different spans: the one its window owns wins, then the longer, then the more confident;
+    4. one value is reported once: repeated mentions of the same text keep the earliest;
+    5. labels in `single_value` keep their most confident span (then owned, longer, earlier) and list
+       the others as `alternatives`; all other labels keep the union.
+    """
+    merged = WindowedExtraction(doc_id=doc_id, windows=list(windows))
+    candidates: dict[str, list[_Candidate]] = {}
+    for index, (window, part) in enumerate(zip(windows, parts, strict=True)):
+        for label, spans in part.fields.items():
+            found = candidates.setdefault(label, [])
+            for span in spans:
+                moved = msgspec.structs.replace(
+                    span, start=span.start + window.start, end=span.end + window.start, window=index
+                )
+                found.append(_Candidate(moved, window.own_start <= moved.start and moved.end <= window.own_end))
+    for label in [*labels, *(label for label in candidates if label not in labels)]:
+        if label not in candidates:
+            continue
+        kept = _resolve(candidates[label])
+        if label in single_value and len(kept) > 1:
+            ranked = sorted(kept, key=lambda c: (-c.span.confidence, not c.owned, -_length(c), c.span.start))
+            kept = ranked[:1]
+            merged.alternatives[label] = sorted((c.span for c in ranked[1:]), key=lambda s: s.start)
+        merged.fields[label] = sorted((c.span for c in kept), key=lambda s: s.start)
+    _merge_the_rest(merged, parts, len(windows), entropy_threshold)
+    return merged
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    span: Span
+    owned: bool
+
+
+def _length(candidate: _Candidate) -> int:
+    return candidate.span.end - candidate.span.start
+
+
+def _resolve(candidates: Sequence[_Candidate]) -> list[_Candidate]:
+    same: dict[tuple[int, int], _Candidate] = {}
+    for c in candidates:
+        key = (c.span.start, c.span.end)
+        if key not in same or (c.owned, c.span.confidence) > (same[key].owned, same[key].span.confidence):
+            same[key] = c
+    kept: list[_Candidate] = []
+    for c in sorted(same.values(), key=lambda c: (not c.owned, -_length(c), -c.span.confidence, c.span.start)):
+        if all(c.span.end <= k.span.start or k.span.end <= c.span.start for k in kept):
+            kept.append(c)
+    earliest: dict[str, _Candidate] = {}
+    for c in sorted(kept, key=lambda c: c.span.start):
+        earliest.setdefault(c.span.text, c)
+    return list(earliest.values())
+
+
+def _merge_the_rest(merged: WindowedExtraction, parts: Sequence[Extraction], count: int, threshold: float) -> None:
+    """Classes, reasons, alarms, retries and traces of all windows, numbered across the document."""
+    kept_values = {(label, s.text) for label, spans in merged.fields.items() for s in spans}
+    seen_reasons: set[tuple[ReviewCode, str | None, str | None]] = set()
+    alarms: list[EntropyAlarm] = []
+    prompt = 0
+    for index, part in enumerate(parts):
+        merged.classes.extend(c for c in part.classes if c not in merged.classes)
+        for reason in part.reasons:
+            if reason.code is ReviewCode.ENTROPY_ALARM:
+                continue  # one for the document, below
+            if reason.code in VALUE_REASONS and (reason.label, reason.value) not in kept_values:
+                continue  # about a candidate the merge let go
+            key = (reason.code, reason.label, reason.value)
+            if key not in seen_reasons:
+                seen_reasons.add(key)
+                detail = f"{reason.detail} (window {index + 1} of {count})"
+                merged.reasons.append(msgspec.structs.replace(reason, detail=detail))
+        # A window's alarms number its own prompts; the document's number them all, as its audit does.
+        alarms.extend(msgspec.structs.replace(a, chunk=a.chunk + prompt) for a in part.alarms)
+        merged.alarmed_steps += part.alarmed_steps
+        merged.retries += part.retries
+        merged.traces.extend(part.traces)
+        merged.trace_windows.extend([index] * len(part.traces))
+        prompt += len(part.traces)
+    if alarms:
+        worst = sorted(alarms, key=lambda a: (-a.entropy_nats, a.chunk, a.step))[:MAX_ALARMS]
+        merged.alarms = sorted(worst, key=lambda a: (a.chunk, a.step))
+        merged.reasons.append(
+            ReviewReason(
+                code=ReviewCode.ENTROPY_ALARM,
+                detail=f"{merged.alarmed_steps} decode steps above {threshold} nats in {count} windows",
+            )
+        )

@@ -1,0 +1,108 @@
+"""Any engine, reading documents of any length: split into windows, extract them all, merge.
+
+A layer around the engine (`build_engine` puts it around every engine it builds), so the engine's
+inside is the same for a window as for a short document: constraint, validation loop, signals,
+drafts, prefix sharing among a window's label chunks. A document that fits the model's window is
+passed through untouched, and its extraction comes back as the engine made it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+from transformers import PreTrainedTokenizerBase
+
+from model.config import EngineSettings
+from model.engine import BatchResult, Engine, ms_since, sum_timings
+from model.prompt import BOUNDARY_SLACK, fits, prompt_chunks, prompt_overhead, token_ends
+from model.validate import Extraction
+from model.window_merge import merge_windows
+from model.windows import Window, WindowSettings, split_text
+from schemas.field_sets import SINGLE_VALUE_LABELS
+from schemas.messages import Document, Timings
+
+
+def schedule(window_counts: Sequence[int], budget: int) -> list[list[tuple[int, int]]]:
+    """(document, window) pairs per call of the engine inside, at most `budget` per call.
+
+    Every document's first window comes before any document's second, so the short documents of a
+    batch are never queued behind a long one's windows; after those, each long document's further
+    windows follow in document order, together in one call where they fit.
+    """
+    order = [(d, 0) for d, count in enumerate(window_counts) if count]
+    order += [(d, w) for d, count in enumerate(window_counts) for w in range(1, count)]
+    budget = max(budget, 1)
+    return [order[i : i + budget] for i in range(0, len(order), budget)]
+
+
+class WindowedEngine:
+    """An `Engine` that reads each document whole, in as many windows as it takes.
+
+    Attributes it does not have itself are the inner engine's (tests and benchmarks reach its parts).
+    """
+
+    def __init__(
+        self, inner: Engine, tokenizer: PreTrainedTokenizerBase, settings: EngineSettings, windows: WindowSettings
+    ) -> None:
+        self.inner = inner
+        self.info = inner.info
+        self.tokenizer = tokenizer
+        self.settings = settings
+        self.window_settings = windows
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def windows_of(self, doc: Document) -> list[Window]:
+        """The windows `doc` is read in: one, the whole text, when every chunk's prompt holds it."""
+        chunks = prompt_chunks(doc, self.settings.labels_per_prompt)
+        limit = self.settings.max_input_tokens
+        if fits(self.tokenizer, doc.text, doc.task, chunks, limit):
+            return [Window(0, len(doc.text), 0, len(doc.text))]
+        ends = token_ends(self.tokenizer, doc.text)
+        budget = limit - prompt_overhead(self.tokenizer, doc.task, chunks) - BOUNDARY_SLACK
+        while True:
+            windows = split_text(doc.text, ends, budget, self.window_settings.overlap_tokens)
+            # A window re-tokenised on its own may take a token more at a cut; then all shrink a little.
+            if budget <= BOUNDARY_SLACK or all(
+                fits(self.tokenizer, doc.text[w.start : w.end], doc.task, chunks, limit) for w in windows
+            ):
+                return windows
+            budget -= BOUNDARY_SLACK
+
+    def extract(self, docs: Sequence[Document]) -> BatchResult:
+        started = time.perf_counter()
+        plans = [self.windows_of(doc) for doc in docs]
+        split_ms = ms_since(started)
+        parts: dict[tuple[int, int], Extraction] = {}
+        timings: list[Timings] = []
+        generated = 0
+        for call in schedule([len(p) for p in plans], self.window_settings.windows_per_batch):
+            window_docs = [_window_document(docs[d], plans[d], w) for d, w in call]
+            result = self.inner.extract(window_docs)
+            parts.update(zip(call, result.extractions, strict=True))
+            timings.append(result.timings)
+            generated += result.generated_tokens
+        started = time.perf_counter()
+        extractions = [
+            parts[d, 0] if len(plan) == 1 else self._merge(doc, plan, [parts[d, w] for w in range(len(plan))])
+            for d, (doc, plan) in enumerate(zip(docs, plans, strict=True))
+        ]
+        total = sum_timings(timings)
+        total.tokenize_ms += split_ms
+        total.postprocess_ms += ms_since(started)
+        return BatchResult(extractions=extractions, timings=total, generated_tokens=generated)
+
+    def _merge(self, doc: Document, windows: list[Window], parts: list[Extraction]) -> Extraction:
+        single = SINGLE_VALUE_LABELS.get(doc.field_set, frozenset()) if doc.field_set else frozenset()
+        return merge_windows(doc.doc_id, doc.labels, windows, parts, single, self.settings.entropy_threshold)
+
+
+def _window_document(doc: Document, windows: list[Window], index: int) -> Document:
+    if len(windows) == 1:
+        return doc
+    window = windows[index]
+    return msgspec.structs.replace(doc, text=doc.text[window.start : window.end])
