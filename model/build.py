@@ -10,13 +10,17 @@ from model.runner.fast import FastEngine
 from model.runner.loading import load_model
 from model.runner.reference import ReferenceEngine
 from model.runner.replicas import ReplicaPool, visible_devices
+from model.windowed_engine import WindowedEngine
+from model.windows import WindowSettings
 
 
-def build_engine(settings: EngineSettings) -> Engine:
-    """The configured engine, one replica per device when several are visible or listed."""
+def build_engine(settings: EngineSettings, windows: WindowSettings | None = None) -> Engine:
+    """The configured engine, one replica per device when several are visible or listed, reading
+    documents longer than the model's window in windows (model/windowed_engine.py)."""
     devices = visible_devices(settings.device)
     engines = [_single_engine(msgspec.structs.replace(settings, device=d)) for d in devices]
-    return engines[0] if len(engines) == 1 else ReplicaPool(engines)
+    engine = engines[0] if len(engines) == 1 else ReplicaPool(engines)
+    return WindowedEngine(engine, engines[0].tokenizer, settings, windows or WindowSettings())
 
 
 def _single_engine(settings: EngineSettings) -> Engine:

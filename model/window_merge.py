@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from model.validate import Extraction
+from model.answers.validate import Extraction
 from model.windows import Window
 from schemas.messages import EntropyAlarm, ReviewCode, ReviewReason, Span
 

@@ -15,10 +15,10 @@ from typing import Any
 import msgspec
 from transformers import PreTrainedTokenizerBase
 
+from model.answers.prompt import BOUNDARY_SLACK, fits, prompt_chunks, prompt_overhead, token_ends
+from model.answers.validate import Extraction
 from model.config import EngineSettings
 from model.engine import BatchResult, Engine, ms_since, sum_timings
-from model.prompt import BOUNDARY_SLACK, fits, prompt_chunks, prompt_overhead, token_ends
-from model.validate import Extraction
 from model.window_merge import merge_windows
 from model.windows import Window, WindowSettings, split_text
 from schemas.field_sets import SINGLE_VALUE_LABELS

@@ -16,6 +16,9 @@ from schemas.messages import SCHEMA_VERSION, Document, ErrorCode, RawDocument
 
 MAX_LABELS = 64
 MAX_LABEL_CHARS = 64
+# Longer documents are read in windows (model/windows.py); beyond this many characters they are
+# dead letters (`too_long`) rather than hours of one worker's time.
+MAX_DOCUMENT_CHARS = 100_000
 # Characters that would change the prompt's structure: a newline starts a new prompt line, a colon
 # separates a label from its value, and the full-width comma separates the labels themselves.
 PROMPT_BREAKING = re.compile(r"[\n\r:：，\t]")
@@ -38,7 +41,7 @@ class DocumentError(Exception):
         self.doc_id = doc_id
 
 
-def decode_document(value: bytes | None, max_bytes: int) -> Document:
+def decode_document(value: bytes | None, max_bytes: int, max_chars: int = MAX_DOCUMENT_CHARS) -> Document:
     """Validate one raw message; raises `DocumentError` with a code and a human message."""
     if value is None:
         raise DocumentError(ErrorCode.NOT_JSON, "message has no value (tombstone)")
@@ -57,10 +60,10 @@ def decode_document(value: bytes | None, max_bytes: int) -> Document:
         # An untyped decode (salvage_doc_id) of `[[[[...` a few thousand deep exhausts the stack;
         # the typed one stops at the first wrong type, but a hostile message must never crash us.
         raise DocumentError(ErrorCode.NOT_JSON, "JSON is nested too deeply to decode") from None
-    return _check(raw)
+    return _check(raw, max_chars)
 
 
-def _check(raw: RawDocument) -> Document:
+def _check(raw: RawDocument, max_chars: int) -> Document:
     def fail(code: ErrorCode, message: str) -> DocumentError:
         return DocumentError(code, message, raw.doc_id)
 
@@ -73,6 +76,8 @@ def _check(raw: RawDocument) -> Document:
         )
     if not raw.text.strip():
         raise fail(ErrorCode.EMPTY_TEXT, "text is empty - at `$.text`")
+    if len(raw.text) > max_chars:
+        raise fail(ErrorCode.TOO_LONG, f"text is {len(raw.text)} characters, the limit is {max_chars} - at `$.text`")
     labels = _resolve_labels(raw, fail)
     return Document(
         doc_id=raw.doc_id,
@@ -84,6 +89,7 @@ def _check(raw: RawDocument) -> Document:
         submitted_at=raw.submitted_at,
         trace_id=raw.trace_id,
         metadata=raw.metadata,
+        field_set=raw.field_set,
     )
 
 

@@ -462,7 +462,7 @@ def _engine(settings: Settings):
     from model.runner.loading import ModelNotFoundError
 
     try:
-        engine = build_engine(settings.model)
+        engine = build_engine(settings.model, settings.windows)
     except ModelNotFoundError as exc:
         raise click.ClickException(str(exc)) from None
     info = engine.info

@@ -44,7 +44,8 @@ class Pipeline:
         accepted: list[tuple[Inbound, Document, float]] = []
         for i, inbound in enumerate(batch):
             try:
-                doc = decode_document(inbound.value, self.settings.batch.max_document_bytes)
+                limits = self.settings.batch
+                doc = decode_document(inbound.value, limits.max_document_bytes, limits.max_document_chars)
             except DocumentError as error:
                 log.info(
                     "dead letter %s at %s[%d]@%d", error.code.value, inbound.topic, inbound.partition, inbound.offset

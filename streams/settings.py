@@ -15,6 +15,8 @@ from typing import Any, Literal
 import msgspec
 
 from model.config import EngineSettings
+from model.windows import WindowSettings
+from schemas.decode import MAX_DOCUMENT_CHARS
 
 ENV_PREFIX = "SEQSTREAM_"
 
@@ -79,6 +81,8 @@ class BatchSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_documents: int = 32
     window_ms: float = 5.0
     max_document_bytes: int = 512 * 1024
+    # Longer texts are dead-lettered as `too_long`; up to it, documents are read in windows.
+    max_document_chars: int = MAX_DOCUMENT_CHARS
     # Documents fetched ahead of the model (Faust's stream buffer; fetching pauses when it is full).
     # Times max_document_bytes, it bounds what a flood of input can make the worker hold: Faust's
     # default of 4096 would allow 2 GiB of 512 KiB documents, this 64 MiB.
@@ -125,6 +129,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     topics: TopicSettings = msgspec.field(default_factory=TopicSettings)
     batch: BatchSettings = msgspec.field(default_factory=BatchSettings)
     model: EngineSettings = msgspec.field(default_factory=EngineSettings)
+    windows: WindowSettings = msgspec.field(default_factory=WindowSettings)
     worker: WorkerSettings = msgspec.field(default_factory=WorkerSettings)
     alerts: AlertSettings = msgspec.field(default_factory=AlertSettings)
 

@@ -202,7 +202,7 @@ def test_replicas_share_a_batch_without_changing_any_output(peaky_model) -> None
     try:
         single = FastEngine(loaded, settings).extract(docs)
         pool = build_engine(msgspec.structs.replace(settings, device="cpu,cpu"))
-        assert isinstance(pool, ReplicaPool) and pool.info.device == "cpu,cpu"
+        assert isinstance(pool.inner, ReplicaPool) and pool.info.device == "cpu,cpu"  # inside the window layer
         shared = pool.extract(docs)
     finally:
         torch.set_num_threads(threads)

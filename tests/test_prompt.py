@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from model.prompt import chunk_labels
+from model.answers.prompt import chunk_labels
 
 
 @pytest.mark.parametrize(

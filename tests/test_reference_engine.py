@@ -60,7 +60,7 @@ def test_every_document_gets_one_extraction_with_signals(reference_engine) -> No
                 assert doc.text[span.start : span.end] == span.text
 
 
-def test_long_document_is_cut_at_its_tail_and_flagged(engine_settings) -> None:
+def test_long_document_is_cut_at_its_tail_inside_and_read_in_windows_by_the_built_engine(engine_settings) -> None:
     engine = build_engine(msgspec.structs.replace(engine_settings, max_input_tokens=64))
     doc = documents(1)[0]
     long_doc = msgspec.structs.replace(doc, text=doc.text * 20)
@@ -68,8 +68,10 @@ def test_long_document_is_cut_at_its_tail_and_flagged(engine_settings) -> None:
     text, truncated = fit_text(engine.tokenizer, long_doc, chunks, 64)
     assert truncated and long_doc.text.startswith(text) and len(text) < len(long_doc.text)
     assert max(len(encode(engine.tokenizer, build_prompt(text, "extract", c))) for c in chunks) <= 64
-    [extraction] = engine.extract([long_doc]).extractions
-    assert ReviewCode.TRUNCATED in {r.code for r in extraction.reasons}
+    [cut] = engine.inner.extract([long_doc]).extractions  # the engine alone reads the head only
+    assert ReviewCode.TRUNCATED in {r.code for r in cut.reasons}
+    [whole] = engine.extract([long_doc]).extractions
+    assert ReviewCode.TRUNCATED not in {r.code for r in whole.reasons} and len(whole.windows) > 1
 
 
 def test_missing_model_says_how_to_point_at_a_local_copy(tmp_path) -> None:

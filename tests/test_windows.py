@@ -7,7 +7,7 @@ from itertools import pairwise
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from model.validate import Extraction
+from model.answers.validate import Extraction
 from model.window_merge import WindowedExtraction, merge_windows
 from model.windowed_engine import schedule
 from model.windows import SENTENCE_ENDS, Window, split_text

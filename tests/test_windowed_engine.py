@@ -1,0 +1,99 @@
+"""Long documents through the real engine path (tiny BLOOM), the pipeline's records and its length limit."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import msgspec
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from model.build import build_engine
+from model.engine import Engine
+from model.window_merge import WindowedExtraction
+from model.windows import WindowSettings
+from ops.samples import sample_documents
+from schemas.decode import decode_document
+from schemas.messages import AuditRecord, DeadLetter, ErrorCode, FieldRecord, ReviewCode, ReviewRecord
+from streams.pipeline import Pipeline
+from streams.routing import Inbound
+from streams.settings import BatchSettings, Settings, WorkerSettings
+
+WINDOW_TOKENS = 96
+NOW = datetime(2026, 12, 3, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def windowed(engine_settings) -> Engine:
+    small = msgspec.structs.replace(engine_settings, max_input_tokens=WINDOW_TOKENS)
+    return build_engine(small, WindowSettings(overlap_tokens=16, windows_per_batch=5))
+
+
+def long_text(texts: list[str]) -> str:
+    return "\n".join(texts)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.integers(0, 59), min_size=2, max_size=6), st.sampled_from(["contract", "news"]))
+def test_every_span_of_a_windowed_document_reads_its_text_at_its_offsets(windowed, picks, field_set) -> None:
+    samples = [raw["text"] for raw, _ in sample_documents(60, seed=3)]
+    text = long_text([samples[i] for i in picks])
+    doc = decode_document(msgspec.json.encode({"doc_id": "long", "text": text, "field_set": field_set}), 1 << 22)
+    short = decode_document(
+        msgspec.json.encode({"doc_id": "short", "text": samples[0][:40], "labels": ["甲方"]}), 1 << 20
+    )
+    long_result, short_result = windowed.extract([doc, short]).extractions
+    windows = windowed.windows_of(doc)
+    assert len(windows) > 1 and isinstance(long_result, WindowedExtraction)
+    assert not isinstance(short_result, WindowedExtraction)  # a document that fits passes through as it was
+    assert ReviewCode.TRUNCATED not in {r.code for r in long_result.reasons}
+    for label, spans in [*long_result.fields.items(), *long_result.alternatives.items()]:
+        assert len({s.text for s in spans}) == len(spans), label  # no value reported twice
+        for span in spans:
+            assert text[span.start : span.end] == span.text
+            window = windows[span.window]
+            assert window.start <= span.start and span.end <= window.end
+    assert len(long_result.traces) == len(long_result.trace_windows)
+    assert sorted(set(long_result.trace_windows)) == list(range(len(windows)))
+
+
+def inbound(value: bytes, offset: int) -> Inbound:
+    return Inbound(topic="raw", partition=0, offset=offset, key=b"k", value=value, received_at=NOW)
+
+
+def test_records_say_how_the_document_was_read_and_a_too_long_one_is_a_dead_letter(windowed, engine_settings) -> None:
+    pipeline_settings = Settings(
+        model=msgspec.structs.replace(engine_settings, max_input_tokens=WINDOW_TOKENS),
+        batch=BatchSettings(max_document_chars=3000),
+        worker=WorkerSettings(audit=True),
+    )
+    pipeline = Pipeline(windowed, pipeline_settings)
+    samples = [raw["text"] for raw, _ in sample_documents(12, seed=4)]
+    long_doc = {"doc_id": "long", "text": long_text(samples[:4]), "field_set": "contract"}
+    too_long = {"doc_id": "too-long", "text": "合同条款。" * 700, "field_set": "contract"}
+    short = {"doc_id": "short", "text": samples[5][:60], "labels": ["甲方", "乙方"]}
+    values = [msgspec.json.encode(d) for d in (long_doc, too_long, short)]
+    out = pipeline.process_batch([inbound(v, i) for i, v in enumerate(values)])
+    topics = pipeline_settings.topics
+    [dead] = [msgspec.json.decode(o.value, type=DeadLetter) for o in out if o.topic == topics.dead_letter]
+    assert dead.error_code is ErrorCode.TOO_LONG and dead.doc_id == "too-long"
+    assert "3500 characters, the limit is 3000" in dead.message and dead.original_value == values[1]
+    records: dict[str, FieldRecord] = {}
+    for o in out:
+        if o.topic in (topics.fields, topics.review):
+            record = msgspec.json.decode(o.value, type=ReviewRecord if o.topic == topics.review else FieldRecord)
+            records[record.doc_id] = record
+    assert set(records) == {"long", "short"}  # nothing lost: every input has its record or dead letter
+    long_record = records["long"]
+    assert len(long_record.windows) > 1 and long_record.windows[0].start == 0
+    assert long_record.windows[-1].end == len(long_doc["text"])
+    for spans in [*long_record.fields.values(), *long_record.alternatives.values()]:
+        for span in spans:
+            window = long_record.windows[span.window]
+            assert window.start <= span.start and span.end <= window.end
+    audits = {
+        a.doc_id: a for a in (msgspec.json.decode(o.value, type=AuditRecord) for o in out if o.topic == topics.audit)
+    }
+    assert {p.window for p in audits["long"].prompts} == set(range(len(long_record.windows)))
+    assert {p.window for p in audits["short"].prompts} == {0}
