@@ -35,6 +35,7 @@ def merge_windows(
     windows: Sequence[Window],
     parts: Sequence[Extraction],
     single_value: Collection[str],
+    confidence_threshold: float,
     entropy_threshold: float,
 ) -> WindowedExtraction:
     """One extraction from the windows' own (`parts[i]` read `windows[i]`, offsets within it).
@@ -46,7 +47,11 @@ def merge_windows(
     3. overlapping different spans: the one its window owns wins, then the longer, then the more confident;
     4. one value is reported once: repeated mentions of the same text keep the earliest;
     5. labels in `single_value` keep their most confident span (then owned, longer, earlier) and list
-       the others as `alternatives`; all other labels keep the union.
+       the others as `alternatives`; all other labels keep the union of their most confident span
+       and every other one at or above `confidence_threshold`, and list the less confident ones as
+       alternatives. A window that does not hold a label's value makes the model guess, unsure
+       (measured on the demo model: most such guesses are below 0.85); the union of a long
+       document's guesses would bury its values, and a record's `alternatives` still shows them.
     """
     merged = WindowedExtraction(doc_id=doc_id, windows=list(windows))
     candidates: dict[str, list[_Candidate]] = {}
@@ -61,12 +66,15 @@ def merge_windows(
     for label in [*labels, *(label for label in candidates if label not in labels)]:
         if label not in candidates:
             continue
-        kept = _resolve(candidates[label])
-        if label in single_value and len(kept) > 1:
-            ranked = sorted(kept, key=lambda c: (-c.span.confidence, not c.owned, -_length(c), c.span.start))
-            kept = ranked[:1]
-            merged.alternatives[label] = sorted((c.span for c in ranked[1:]), key=lambda s: s.start)
+        ranked = sorted(
+            _resolve(candidates[label]), key=lambda c: (-c.span.confidence, not c.owned, -_length(c), c.span.start)
+        )
+        several = label not in single_value
+        kept = ranked[:1] + [c for c in ranked[1:] if several and c.span.confidence >= confidence_threshold]
+        others = [c for c in ranked[1:] if c not in kept]
         merged.fields[label] = sorted((c.span for c in kept), key=lambda s: s.start)
+        if others:
+            merged.alternatives[label] = sorted((c.span for c in others), key=lambda s: s.start)
     _merge_the_rest(merged, parts, len(windows), entropy_threshold)
     return merged
 

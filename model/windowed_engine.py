@@ -98,7 +98,8 @@ class WindowedEngine:
 
     def _merge(self, doc: Document, windows: list[Window], parts: list[Extraction]) -> Extraction:
         single = SINGLE_VALUE_LABELS.get(doc.field_set, frozenset()) if doc.field_set else frozenset()
-        return merge_windows(doc.doc_id, doc.labels, windows, parts, single, self.settings.entropy_threshold)
+        thresholds = self.settings.confidence_threshold, self.settings.entropy_threshold
+        return merge_windows(doc.doc_id, doc.labels, windows, parts, single, *thresholds)
 
 
 def _window_document(doc: Document, windows: list[Window], index: int) -> Document:

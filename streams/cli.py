@@ -376,12 +376,13 @@ def corpus() -> None:
 @click.option("--count", type=int, default=100, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--noise", type=float, default=0.0, show_default=True, help="OCR-style noise per character.")
+@click.option("--long", "long_documents", is_flag=True, help="3,000-30,000 characters: contracts, news, medical.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True)
-def corpus_generate(count: int, seed: int, noise: float, output: Path) -> None:
+def corpus_generate(count: int, seed: int, noise: float, long_documents: bool, output: Path) -> None:
     """Write FILE.jsonl (raw documents) and FILE.truth.jsonl (their ground truth)."""
     from ops.corpus.generate import generate_corpus, truth_path, write_corpus
 
-    written = write_corpus(output, generate_corpus(count, seed, noise))
+    written = write_corpus(output, generate_corpus(count, seed, noise, long=long_documents))
     click.echo(f"wrote {written} documents to {output} and their ground truth to {truth_path(output)}")
 
 

@@ -21,6 +21,7 @@ from faker import Faker
 from ops.corpus.builder import DocumentBuilder, TruthSpan
 from ops.corpus.contract import contract
 from ops.corpus.hiring import job_ad, resume
+from ops.corpus.long import LONG_KINDS, long_length
 from ops.corpus.noise import ocr_noise
 from ops.corpus.reports import medical, news
 from schemas.field_sets import FIELD_SETS
@@ -54,26 +55,32 @@ def document_seed(seed: int, index: int) -> int:
 
 
 def generate_document(
-    kind: str, seed: int, index: int, noise: float = 0.0, *, brief: bool = False
+    kind: str, seed: int, index: int, noise: float = 0.0, *, brief: bool = False, long: bool = False
 ) -> GeneratedDocument:
     """Document `index` of the corpus `seed`. `brief` leaves out the boilerplate: ~100-300
-    characters with the same values, for models that must learn them quickly (test fixtures)."""
+    characters with the same values, for models that must learn them quickly (test fixtures).
+    `long`: 3,000-30,000 characters, a kind of `LONG_KINDS` (ops/corpus/long.py)."""
     doc_seed = document_seed(seed, index)
     rng = random.Random(doc_seed)
     fake = Faker("zh_CN")
     fake.seed_instance(doc_seed)
     builder = DocumentBuilder(FIELD_SETS[kind], noise=ocr_noise(random.Random(doc_seed ^ 0x5EED), noise))
-    target = 0 if brief else rng.randrange(MIN_CHARS + 100, MAX_CHARS - 80)
-    KINDS[kind](fake, rng, builder, target)
+    if long:
+        LONG_KINDS[kind](fake, rng, builder, long_length(rng))
+    else:
+        KINDS[kind](fake, rng, builder, 0 if brief else rng.randrange(MIN_CHARS + 100, MAX_CHARS - 80))
     text, truth = builder.build()
-    return GeneratedDocument(doc_id=f"{kind}-{seed}-{index:05d}", kind=kind, text=text, truth=truth)
+    prefix = "long-" if long else ""
+    return GeneratedDocument(doc_id=f"{prefix}{kind}-{seed}-{index:05d}", kind=kind, text=text, truth=truth)
 
 
-def generate_corpus(count: int, seed: int, noise: float = 0.0, *, brief: bool = False) -> Iterator[GeneratedDocument]:
-    """`count` documents cycling through the kinds, so every kind is present from five on."""
-    names = sorted(KINDS)
+def generate_corpus(
+    count: int, seed: int, noise: float = 0.0, *, brief: bool = False, long: bool = False
+) -> Iterator[GeneratedDocument]:
+    """`count` documents cycling through the kinds, so every kind is present from five on (three, long)."""
+    names = sorted(LONG_KINDS if long else KINDS)
     for index in range(count):
-        yield generate_document(names[index % len(names)], seed, index, noise, brief=brief)
+        yield generate_document(names[index % len(names)], seed, index, noise, brief=brief, long=long)
 
 
 def truth_path(path: Path) -> Path:
