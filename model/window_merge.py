@@ -107,7 +107,8 @@ def _resolve(candidates: Sequence[_Candidate]) -> list[_Candidate]:
 
 def _merge_the_rest(merged: WindowedExtraction, parts: Sequence[Extraction], count: int, threshold: float) -> None:
     """Classes, reasons, alarms, retries and traces of all windows, numbered across the document."""
-    kept_values = {(label, s.text) for label, spans in merged.fields.items() for s in spans}
+    # A value's reason stands only where that window's span of it is the one kept (not a repeat elsewhere).
+    kept_values = {(label, s.text, s.window) for label, spans in merged.fields.items() for s in spans}
     seen_reasons: set[tuple[ReviewCode, str | None, str | None]] = set()
     alarms: list[EntropyAlarm] = []
     prompt = 0
@@ -116,7 +117,7 @@ def _merge_the_rest(merged: WindowedExtraction, parts: Sequence[Extraction], cou
         for reason in part.reasons:
             if reason.code is ReviewCode.ENTROPY_ALARM:
                 continue  # one for the document, below
-            if reason.code in VALUE_REASONS and (reason.label, reason.value) not in kept_values:
+            if reason.code in VALUE_REASONS and (reason.label, reason.value, index) not in kept_values:
                 continue  # about a candidate the merge let go
             key = (reason.code, reason.label, reason.value)
             if key not in seen_reasons:

@@ -9,6 +9,10 @@ they are counted on their own, and their share of every value written is the hal
 
 An output is valid when every prompt's answer parsed: one line per asked label, no unknown or
 repeated label, finished within the generation limit.
+
+Scores are also given per length bucket (fields of documents up to 1k, 1-5k, 5-30k characters and
+beyond), with the windows documents took (model/windows.py), spans whose offsets do not hold their
+text and values a record reports twice: both must stay at zero.
 """
 
 from __future__ import annotations
@@ -23,10 +27,13 @@ import msgspec
 
 from model.engine import Engine
 from model.values.normalize import normalise as normal_form
+from model.window_merge import WindowedExtraction
 from schemas.field_sets import FieldType
 from schemas.messages import Document, Normalised, ReviewCode
 
 Truth = Mapping[str, Mapping[str, Sequence[str]]]  # doc_id -> label -> values
+# Upper bounds in characters, and the name of the bucket below each.
+LENGTH_BUCKETS = [(1_000, "up to 1k"), (5_000, "1-5k"), (30_000, "5-30k"), (None, "over 30k")]
 INVALID_OUTPUT = {
     ReviewCode.MALFORMED_OUTPUT,
     ReviewCode.UNKNOWN_LABEL,
@@ -67,6 +74,13 @@ class AccuracyReport:
     fields: dict[str, FieldScore] = field(default_factory=dict)
     # Per document kind (contract, resume ...): every field of its documents together.
     kinds: dict[str, FieldScore] = field(default_factory=dict)
+    # Per length bucket (LENGTH_BUCKETS): every field of its documents, scored as the micro row.
+    buckets: dict[str, FieldScore] = field(default_factory=dict)
+    characters: int = 0
+    windows: int = 0
+    # Spans whose text is not the document's at their offsets; values reported twice for one label.
+    misplaced_spans: int = 0
+    repeated_values: int = 0
     valid_outputs: int = 0
     # Grounded values plus those rejected as not in the source: everything the engine wrote.
     written_values: int = 0
@@ -91,7 +105,11 @@ class AccuracyReport:
             "documents": self.documents,
             "fields": {label: scores(s) for label, s in sorted(self.fields.items())},
             "kinds": {kind: scores(s) for kind, s in sorted(self.kinds.items())},
+            "buckets": {name: scores(self.buckets[name]) for _, name in LENGTH_BUCKETS if name in self.buckets},
             "micro": scores(self.micro),
+            "windows_per_doc": _ratio(self.windows, self.documents),
+            "misplaced_spans": self.misplaced_spans,
+            "repeated_values": self.repeated_values,
             "fields_share": _ratio(self.to_fields, self.documents),
             "review_share": _ratio(self.to_review, self.documents),
             # Alerts are raised for documents with entropy alarms (streams/routing.py).
@@ -101,6 +119,7 @@ class AccuracyReport:
             "written_values": self.written_values,
             "hallucination_rate": _ratio(self.not_in_source, self.written_values),
             "docs_per_s": _ratio(self.documents, self.seconds),
+            "chars_per_s": _ratio(self.characters, self.seconds),
         }
 
 
@@ -128,13 +147,20 @@ def evaluate(
             report.not_in_source += rejected
             report.written_values += rejected + sum(len(spans) for spans in extraction.fields.values())
             report.valid_outputs += not any(r.code in INVALID_OUTPUT for r in extraction.reasons)
+            report.characters += len(doc.text)
+            report.windows += len(extraction.windows) if isinstance(extraction, WindowedExtraction) else 1
             expected = truth[doc.doc_id]
             document = FieldScore()
+            bucket = report.buckets.setdefault(length_bucket(len(doc.text)), FieldScore())
             for label in doc.labels:
                 kind = doc.field_types.get(label)
-                got = {normalise(span.text, kind) for span in extraction.fields.get(label, [])}
+                spans = extraction.fields.get(label, [])
+                report.misplaced_spans += sum(doc.text[s.start : s.end] != s.text for s in spans)
+                got = {normalise(span.text, kind) for span in spans}
+                report.repeated_values += len(spans) - len(got)
                 want = {normalise(v, kind) for v in expected.get(label, [])}
                 _score(report.fields.setdefault(label, FieldScore()), got, want)
+                _score(bucket, got, want)
                 _score(document, got, want)
             if kinds:
                 # A kind's exact match is per document: every one of its fields right.
@@ -142,6 +168,10 @@ def evaluate(
                 _add(report.kinds.setdefault(kinds[doc.doc_id], FieldScore()), document)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def length_bucket(characters: int) -> str:
+    return next(name for bound, name in LENGTH_BUCKETS if bound is None or characters <= bound)
 
 
 def evaluate_file(engine: Engine, path: Path, batch_size: int) -> AccuracyReport:

@@ -1,8 +1,10 @@
 """`seqstream eval`'s table: the product's decoding beside its baselines, on the same corpus.
 
-Columns: the product (the engine as configured), the same model decoded without the decoding
-constraint, and the rule system the product replaces (ops/baseline.py). Rows: P/R/F1 and exact
-match per field and per document kind, then the routing and validity rates and the throughput.
+Columns: the product (the engine as configured), the same engine reading only the head of a
+document longer than the model's window (what it did before windows: `fit_text`), the same model
+decoded without the decoding constraint, and the rule system the product replaces
+(ops/baseline.py). Rows: P/R/F1 and exact match per field, per document kind and per length
+bucket, then the routing and validity rates, the span checks and the throughput.
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ import msgspec
 
 from model.config import EngineSettings
 from model.engine import Engine
-from ops.accuracy import AccuracyReport, FieldScore, evaluate, read_corpus
+from model.windowed_engine import WindowedEngine
+from ops.accuracy import LENGTH_BUCKETS, AccuracyReport, FieldScore, evaluate, read_corpus
 from ops.baseline import RuleEngine
 
-PRODUCT, UNCONSTRAINED, BASELINE = "product", "unconstrained", "regex baseline"
+PRODUCT, HEAD_ONLY, UNCONSTRAINED, BASELINE = "product", "head only", "unconstrained", "regex baseline"
 SCORES = ("P", "R", "F1", "EM")
 COLUMN = 6
 NAME_WIDTH = 12
@@ -27,13 +30,28 @@ RATES = [
     ("hallucination", "hallucination_rate", "{:.1%}"),
     ("to review", "review_share", "{:.1%}"),
     ("alerts", "alarm_share", "{:.1%}"),
+    ("windows/doc", "windows_per_doc", "{:.2f}"),
+    ("spans off text", "misplaced_spans", "{:d}"),
+    ("values twice", "repeated_values", "{:d}"),
     ("docs/s", "docs_per_s", "{:.2f}"),
+    ("chars/s", "chars_per_s", "{:.0f}"),
 ]
 
 
-def systems(settings: EngineSettings, build: Callable[[EngineSettings], Engine]) -> list[tuple[str, Engine]]:
-    """The engines to compare, each built by `build` from its settings (the baseline needs no model)."""
-    return [(PRODUCT, build(settings)), *baselines(settings, build)]
+def systems(
+    settings: EngineSettings, build: Callable[[EngineSettings], Engine], names: Sequence[str] | None = None
+) -> list[tuple[str, Engine]]:
+    """The engines to compare (`names`, default all), each built by `build` from its settings (the
+    baseline needs no model; the head-only column is the product's engine without its windows)."""
+    product = build(settings)
+    head_only = product.inner if isinstance(product, WindowedEngine) else product
+    wanted = [
+        (PRODUCT, lambda: product),
+        (HEAD_ONLY, lambda: head_only),
+        (UNCONSTRAINED, lambda: build(msgspec.structs.replace(settings, constrained=False))),
+        (BASELINE, lambda: RuleEngine(settings)),
+    ]
+    return [(name, make()) for name, make in wanted if names is None or name in names]
 
 
 def baselines(settings: EngineSettings, build: Callable[[EngineSettings], Engine]) -> list[tuple[str, Engine]]:
@@ -65,6 +83,11 @@ def format_table(reports: dict[str, AccuracyReport]) -> str:
         for kind in sorted(first.kinds):
             lines.append(_row(kind, [r.kinds[kind] for r in reports.values()]))
         lines.append("(a kind's EM: documents with every field right)")
+    lines.append("")
+    lines.append(_pad("length", NAME_WIDTH) + f"{'fields':>{COLUMN}}" + _score_header(len(names)))
+    for _, bucket in LENGTH_BUCKETS:
+        if bucket in first.buckets:
+            lines.append(_row(bucket, [r.buckets[bucket] for r in reports.values()]))
     lines.append("")
     tables = {name: r.as_dict() for name, r in reports.items()}
     for title, key, form in RATES:

@@ -391,9 +391,20 @@ def corpus_generate(count: int, seed: int, noise: float, long_documents: bool, o
 @click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="The corpus (or FILE).")
 @click.option("--model", "model_path", help="Model directory or hub id (overrides the global --model).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Also write the table.")
+@click.option(
+    "--systems",
+    "names",
+    default=None,
+    help="Comma-separated columns to run (default all): product, head only, unconstrained, regex baseline.",
+)
 @click.pass_context
 def eval_accuracy(
-    ctx: click.Context, file: Path | None, data: Path | None, model_path: str | None, json_out: Path | None
+    ctx: click.Context,
+    file: Path | None,
+    data: Path | None,
+    model_path: str | None,
+    json_out: Path | None,
+    names: str | None,
 ) -> None:
     """Score the engine and its baselines on a generated corpus (FILE.jsonl and its FILE.truth.jsonl)."""
     import msgspec
@@ -405,7 +416,10 @@ def eval_accuracy(
         raise click.UsageError("give the corpus as FILE or --data FILE")
     settings = _settings(ctx)
     model = msgspec.structs.replace(settings.model, path=model_path) if model_path else settings.model
-    engines = systems(model, lambda engine_settings: _engine(msgspec.structs.replace(settings, model=engine_settings)))
+    wanted = [n.strip() for n in names.split(",")] if names else None
+    engines = systems(
+        model, lambda engine_settings: _engine(msgspec.structs.replace(settings, model=engine_settings)), wanted
+    )
     reports = compare(engines, corpus, settings.batch.max_documents)
     click.echo(format_table(reports))
     if json_out:

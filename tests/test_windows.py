@@ -162,7 +162,8 @@ def test_reasons_about_a_candidate_the_merge_dropped_go_with_it() -> None:
     low = ReviewReason(code=ReviewCode.LOW_CONFIDENCE, detail="confidence 0.5", label="姓名", value="李雷")
     incomplete = ReviewReason(code=ReviewCode.INCOMPLETE_OUTPUT, detail="prompt 0 hit the limit")
     first = Extraction(doc_id="d", fields={"姓名": [span("张伟", 0, 0.99)]}, reasons=[incomplete])
-    second = Extraction(doc_id="d", fields={"姓名": [span("张伟", 30, 0.5)]}, reasons=[low])
+    repeat = ReviewReason(code=ReviewCode.LOW_CONFIDENCE, detail="confidence 0.5", label="姓名", value="张伟")
+    second = Extraction(doc_id="d", fields={"姓名": [span("张伟", 30, 0.5)]}, reasons=[low, repeat])
     merged = merge_windows("d", ("姓名",), windows, [first, second], {"姓名"}, 0.85, 2.5)
     assert isinstance(merged, WindowedExtraction)
     assert [(s.text, s.start) for s in merged.fields["姓名"]] == [("张伟", 0)]  # a repeated mention is one value

@@ -21,7 +21,7 @@ from faker import Faker
 from ops.corpus.builder import DocumentBuilder, TruthSpan
 from ops.corpus.contract import contract
 from ops.corpus.hiring import job_ad, resume
-from ops.corpus.long import LONG_KINDS, long_length
+from ops.corpus.long import FLATTENED_SHARE, LONG_KINDS, flattened, long_length
 from ops.corpus.noise import ocr_noise
 from ops.corpus.reports import medical, news
 from schemas.field_sets import FIELD_SETS
@@ -66,6 +66,8 @@ def generate_document(
     fake.seed_instance(doc_seed)
     builder = DocumentBuilder(FIELD_SETS[kind], noise=ocr_noise(random.Random(doc_seed ^ 0x5EED), noise))
     if long:
+        if rng.random() < FLATTENED_SHARE:
+            builder.noise = flattened(builder.noise)
         LONG_KINDS[kind](fake, rng, builder, long_length(rng))
     else:
         KINDS[kind](fake, rng, builder, 0 if brief else rng.randrange(MIN_CHARS + 100, MAX_CHARS - 80))
