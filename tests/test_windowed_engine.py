@@ -10,12 +10,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from model.build import build_engine
+from model.config import EngineSettings
 from model.engine import Engine
+from model.runner.loading import DEMO_MODEL_DIR
 from model.window_merge import WindowedExtraction
 from model.windows import WindowSettings
 from ops.samples import sample_documents
 from schemas.decode import decode_document
 from schemas.messages import AuditRecord, DeadLetter, ErrorCode, FieldRecord, ReviewCode, ReviewRecord
+from streams.demo import long_sample
 from streams.pipeline import Pipeline
 from streams.routing import Inbound
 from streams.settings import BatchSettings, Settings, WorkerSettings
@@ -97,3 +100,15 @@ def test_records_say_how_the_document_was_read_and_a_too_long_one_is_a_dead_lett
     }
     assert {p.window for p in audits["long"].prompts} == set(range(len(long_record.windows)))
     assert {p.window for p in audits["short"].prompts} == {0}
+
+
+def test_the_demos_long_sample_lands_in_fields_with_values_from_beyond_its_first_window() -> None:
+    generated = long_sample()
+    engine = build_engine(EngineSettings(path=str(DEMO_MODEL_DIR), device="cpu"))
+    doc = decode_document(msgspec.json.encode(generated.raw()), 1 << 20)
+    [extraction] = engine.extract([doc]).extractions
+    assert isinstance(extraction, WindowedExtraction) and len(extraction.windows) == 2
+    assert extraction.reasons == []  # no review reason: the record goes to the fields topic
+    assert {label: [s.text for s in spans] for label, spans in extraction.fields.items()} == generated.values()
+    first_end = extraction.windows[0].end
+    assert any(s.start >= first_end for spans in extraction.fields.values() for s in spans)

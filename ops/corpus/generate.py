@@ -55,11 +55,18 @@ def document_seed(seed: int, index: int) -> int:
 
 
 def generate_document(
-    kind: str, seed: int, index: int, noise: float = 0.0, *, brief: bool = False, long: bool = False
+    kind: str,
+    seed: int,
+    index: int,
+    noise: float = 0.0,
+    *,
+    brief: bool = False,
+    long: bool = False,
+    chars: int | None = None,
 ) -> GeneratedDocument:
     """Document `index` of the corpus `seed`. `brief` leaves out the boilerplate: ~100-300
     characters with the same values, for models that must learn them quickly (test fixtures).
-    `long`: 3,000-30,000 characters, a kind of `LONG_KINDS` (ops/corpus/long.py)."""
+    `long`: 3,000-30,000 characters (about `chars`, when given), a kind of `LONG_KINDS` (ops/corpus/long.py)."""
     doc_seed = document_seed(seed, index)
     rng = random.Random(doc_seed)
     fake = Faker("zh_CN")
@@ -68,7 +75,7 @@ def generate_document(
     if long:
         if rng.random() < FLATTENED_SHARE:
             builder.noise = flattened(builder.noise)
-        LONG_KINDS[kind](fake, rng, builder, long_length(rng))
+        LONG_KINDS[kind](fake, rng, builder, chars or long_length(rng))
     else:
         KINDS[kind](fake, rng, builder, 0 if brief else rng.randrange(MIN_CHARS + 100, MAX_CHARS - 80))
     text, truth = builder.build()
