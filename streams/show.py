@@ -33,11 +33,12 @@ def describe(topic: str, topics: TopicSettings, value: bytes) -> str:
     if isinstance(record, AuditRecord):
         steps = sum(len(p.tokens) for p in record.prompts)
         return f"AUDIT   {record.doc_id}  {len(record.prompts)} prompts, {steps} decode steps, {record.retries} retries"
-    if isinstance(record, ReviewRecord):
-        reasons = ", ".join(sorted({r.code.value for r in record.reasons}))
-        return f"REVIEW  {record.doc_id}  {_fields(record)}  reasons: {reasons}"
     if isinstance(record, FieldRecord):
-        return f"FIELDS  {record.doc_id}  {_fields(record)}"
+        windows = f"  ({len(record.windows)} windows)" if len(record.windows) > 1 else ""
+        if isinstance(record, ReviewRecord):
+            reasons = ", ".join(sorted({r.code.value for r in record.reasons}))
+            return f"REVIEW  {record.doc_id}  {_fields(record)}{windows}  reasons: {reasons}"
+        return f"FIELDS  {record.doc_id}  {_fields(record)}{windows}"
     if isinstance(record, AlertRecord):
         line = f"ALERT   {record.doc_id}  {record.kind}/{record.severity}: {record.message}"
         if record.alarms:
@@ -69,7 +70,7 @@ def describe_audit(record: AuditRecord) -> str:
     ]
     for prompt in record.prompts:
         lines.append(
-            f"prompt {prompt.chunk}: {', '.join(prompt.labels)}"
+            f"prompt {prompt.chunk} (window {prompt.window}): {', '.join(prompt.labels)}"
             f" ({'ended' if prompt.finished else 'hit the token limit'} after {len(prompt.tokens)} tokens)"
         )
         lines.append(f"  {'step':>4}  {'token':>6}  {'text':<12}  {'prob':>6}  {'margin':>6}  {'entropy':>7}  flags")
