@@ -19,8 +19,8 @@ from collections.abc import Sequence
 import msgspec
 import torch
 
+from model.build import build_engine
 from model.config import EngineSettings
-from model.engine import build_engine
 from model.windowed_engine import WindowedEngine
 from ops.corpus import generate_corpus
 from ops.corpus.long import LONG_KINDS
