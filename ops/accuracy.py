@@ -11,7 +11,7 @@ An output is valid when every prompt's answer parsed: one line per asked label, 
 repeated label, finished within the generation limit.
 
 Scores are also given per length bucket (fields of documents up to 1k, 1-5k, 5-30k characters and
-beyond), with the windows documents took (model/windows.py), spans whose offsets do not hold their
+beyond), with the windows documents took (model/windows/split.py), spans whose offsets do not hold their
 text and values a record reports twice: both must stay at zero.
 """
 
@@ -27,7 +27,7 @@ import msgspec
 
 from model.engine import Engine
 from model.values.normalize import normalise as normal_form
-from model.window_merge import WindowedExtraction
+from model.windows.merge import WindowedExtraction
 from schemas.field_sets import FieldType
 from schemas.messages import Document, Normalised, ReviewCode
 

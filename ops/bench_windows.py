@@ -21,7 +21,7 @@ import torch
 
 from model.build import build_engine
 from model.config import EngineSettings
-from model.windowed_engine import WindowedEngine
+from model.windows.engine import WindowedEngine
 from ops.corpus import generate_corpus
 from ops.corpus.long import LONG_KINDS
 from schemas.decode import decode_document

@@ -17,7 +17,7 @@ import msgspec
 
 from model.config import EngineSettings
 from model.engine import Engine
-from model.windowed_engine import WindowedEngine
+from model.windows.engine import WindowedEngine
 from ops.accuracy import LENGTH_BUCKETS, AccuracyReport, FieldScore, evaluate, read_corpus
 from ops.baseline import RuleEngine
 

@@ -16,7 +16,7 @@ from schemas.messages import SCHEMA_VERSION, Document, ErrorCode, RawDocument
 
 MAX_LABELS = 64
 MAX_LABEL_CHARS = 64
-# Longer documents are read in windows (model/windows.py); beyond this many characters they are
+# Longer documents are read in windows (model/windows/split.py); beyond this many characters they are
 # dead letters (`too_long`) rather than hours of one worker's time.
 MAX_DOCUMENT_CHARS = 100_000
 # Characters that would change the prompt's structure: a newline starts a new prompt line, a colon

@@ -108,7 +108,7 @@ class Span(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class TextWindow(msgspec.Struct, frozen=True, kw_only=True):
-    """Characters [start, end) of the document that the model read in one window (model/windows.py)."""
+    """Characters [start, end) of the document that the model read in one window (model/windows/split.py)."""
 
     start: int
     end: int

@@ -15,7 +15,7 @@ from datetime import datetime
 import msgspec
 
 from model.answers.validate import Extraction
-from model.window_merge import WindowedExtraction
+from model.windows.merge import WindowedExtraction
 from schemas.decode import DocumentError
 from schemas.messages import (
     AlertRecord,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from model.windows import split_text
+from model.windows.split import split_text
 from ops.corpus import generate_corpus, write_corpus
 from ops.corpus.long import MAX_LONG_CHARS, MIN_LONG_CHARS
 from ops.eval_table import HEAD_ONLY, PRODUCT

@@ -13,8 +13,8 @@ from model.build import build_engine
 from model.config import EngineSettings
 from model.engine import Engine
 from model.runner.loading import DEMO_MODEL_DIR
-from model.window_merge import WindowedExtraction
-from model.windows import WindowSettings
+from model.windows.merge import WindowedExtraction
+from model.windows.split import WindowSettings
 from ops.samples import sample_documents
 from schemas.decode import decode_document
 from schemas.messages import AuditRecord, DeadLetter, ErrorCode, FieldRecord, ReviewCode, ReviewRecord

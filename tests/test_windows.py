@@ -8,9 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from model.answers.validate import Extraction
-from model.window_merge import WindowedExtraction, merge_windows
-from model.windowed_engine import schedule
-from model.windows import SENTENCE_ENDS, Window, split_text
+from model.windows.engine import schedule
+from model.windows.merge import WindowedExtraction, merge_windows
+from model.windows.split import SENTENCE_ENDS, Window, split_text
 from schemas.messages import ReviewCode, ReviewReason, Span
 
 FILLER = "合同甲乙方应当依法履行义务本条款未尽事宜按国家有关规定执行"

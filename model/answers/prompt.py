@@ -72,7 +72,7 @@ def fit_text(
     """The document text, cut at its tail if its longest prompt would exceed the input window.
 
     Never at its head: the reference code's left truncation silently drops a document's start.
-    Documents longer than the window reach an engine as windows (model/windows.py) that fit; this cut
+    Documents longer than the window reach an engine as windows (model/windows/split.py) that fit; this cut
     remains for a caller that reads the head only (the evaluation's head-only baseline).
     """
     overhead = prompt_overhead(tokenizer, doc.task, chunks)

@@ -1,7 +1,7 @@
 """Long documents, 3,000-30,000 characters, with ground truth at every position: contracts whose
 parties are defined at the top and whose amount sits pages later, bundles of news items, long
 medical histories. Values lie at the head, in the middle and at the tail, so at every length some
-lie across a window's cut (model/windows.py), wherever the model's window puts it.
+lie across a window's cut (model/windows/split.py), wherever the model's window puts it.
 
 Single-value labels (schemas/field_sets.py: SINGLE_VALUE_LABELS) get one value per document, and
 the parties and the patient are named again at the end (a repeat is a mention, not a new value).

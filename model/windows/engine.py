@@ -19,8 +19,8 @@ from model.answers.prompt import BOUNDARY_SLACK, fits, prompt_chunks, prompt_ove
 from model.answers.validate import Extraction
 from model.config import EngineSettings
 from model.engine import BatchResult, Engine, ms_since, sum_timings
-from model.window_merge import merge_windows
-from model.windows import Window, WindowSettings, split_text
+from model.windows.merge import merge_windows
+from model.windows.split import Window, WindowSettings, split_text
 from schemas.field_sets import SINGLE_VALUE_LABELS
 from schemas.messages import Document, Timings
 

@@ -7,8 +7,8 @@ overlapping by a margin that holds a long value whole, cut after a sentence or l
 lies near the cut. Each window is decoded like a document; its spans are moved to their offsets in
 the original text and the windows' answers merged per label (`merge_windows`).
 
-The split is here, the merge in `model/window_merge.py`; both are pure: they see character offsets
-and token ends, never a model. `model/windowed_engine.py` wraps an engine with them.
+The split is here, the merge in `model/windows/merge.py`; both are pure: they see character offsets
+and token ends, never a model. `model/windows/engine.py` wraps an engine with them.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ class WindowSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # Tokens two neighbouring windows share: a value this long or shorter lies whole in one of them.
     overlap_tokens: int = 128
     # Most windows one call of the engine inside decodes together; a long document's further windows
-    # go to the next call, after the other documents' first ones (model/windowed_engine.py).
+    # go to the next call, after the other documents' first ones (model/windows/engine.py).
     windows_per_batch: int = 32
 
 

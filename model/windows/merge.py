@@ -1,4 +1,4 @@
-"""Merging the windows of a long document back into one extraction (the split: model/windows.py)."""
+"""Merging the windows of a long document back into one extraction (the split: model/windows/split.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from model.answers.validate import Extraction
-from model.windows import Window
+from model.windows.split import Window
 from schemas.messages import EntropyAlarm, ReviewCode, ReviewReason, Span
 
 # Reasons about one value: they stand only while that value is still a field after merging.
