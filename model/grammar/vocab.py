@@ -23,7 +23,7 @@ _BREAK = np.zeros(256, dtype=bool)
 _BREAK[list(VALUE_BREAKS)] = True
 TAB_BYTE = 9
 # Token bytes matched one at a time; longer tokens are compared whole (model/grammar/vocab.py:matches).
-SHORT = 6
+SHORT = 9
 
 
 def rolling_hash(data: bytes, seed: int = 0) -> np.uint64:
@@ -186,13 +186,14 @@ class PrefixTable:
         bucket = (h >> self.shift).astype(np.int64)
         lo, hi = self.first[bucket], self.first[bucket + 1]
         out = np.full(len(h), -1, dtype=np.int64)
+        todo = np.flatnonzero(lo < hi)
         for j in range(self.widest):
-            at = lo + j
-            inside = np.flatnonzero(at < hi)
-            if not len(inside):
+            at = lo[todo] + j
+            hit = self.hashes[at] == h[todo]
+            out[todo[hit]] = at[hit]
+            todo = todo[~hit & (at + 1 < hi[todo])]
+            if not len(todo):
                 break
-            hit = inside[self.hashes[at[inside]] == h[inside]]
-            out[hit] = at[hit]
         return out
 
 
