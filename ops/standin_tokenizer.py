@@ -30,7 +30,7 @@ from tokenizers import pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
 from model.runner.loading import MANIFEST
-from model.tiny import SPECIAL_TOKENS, init_tiny_bloom, train_tokenizer
+from ops.tiny import SPECIAL_TOKENS, init_tiny_bloom, train_tokenizer
 
 # BLOOM's own size is 250,880; a round default keeps the benchmark tables readable.
 STANDIN_SIZE = 250_000
