@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -240,24 +240,27 @@ def audit(ctx: click.Context, doc_id: str, idle_timeout: float, raw_json: bool) 
 @click.pass_context
 def extract(ctx: click.Context, file: Path, output: Path | None) -> None:
     """Run the engine on a JSONL file of raw documents, with no Kafka: JSONL in, JSONL out."""
+    from streams.driver import BatchDriver, Consumed
     from streams.pipeline import Pipeline
-    from streams.routing import Inbound
 
     settings = _settings(ctx)
-    pipeline = Pipeline(engine_for(settings), settings)
-    now = datetime.now(UTC)
+    driver = BatchDriver(Pipeline(engine_for(settings), settings), settings.topics, settled="written")
     lines = file.read_bytes().splitlines()
+    fetched_at = time.monotonic()
     sink = output.open("w", encoding="utf-8") if output else sys.stdout
     size = settings.batch.max_documents
     try:
         for start in range(0, len(lines), size):
-            batch = [
-                Inbound(topic=str(file), partition=0, offset=start + i, key=None, value=line, received_at=now)
-                for i, line in enumerate(lines[start : start + size])
-            ]
-            for out in pipeline.process_batch(batch):
+            started = time.monotonic()
+            chunk = lines[start : start + size]
+            batch = driver.inbounds(
+                Consumed(str(file), 0, start + i, None, line, fetched_at) for i, line in enumerate(chunk)
+            )
+            processed = driver.process(batch)
+            for out in processed.outgoing:
                 record = {"topic": out.topic, "record": json.loads(out.value)}
                 sink.write(json.dumps(record, ensure_ascii=False) + "\n")
+            driver.delivered(processed, started, time.monotonic() - started)
     finally:
         if output:
             sink.close()

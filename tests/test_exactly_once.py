@@ -37,7 +37,7 @@ DOCUMENTS = 1000
 
 
 def _inbound(partition: int, offset: int) -> Inbound:
-    return Inbound("raw", partition, offset, None, b"{}", datetime.now(UTC))
+    return Inbound("raw", partition, offset, None, b"{}", datetime.now(UTC), time.monotonic())
 
 
 def test_a_batch_commits_one_past_its_last_offset_and_rewinds_to_its_first() -> None:
