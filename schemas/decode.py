@@ -6,29 +6,44 @@ labels are safe to put into SeqGPT's prompt.
 
 from __future__ import annotations
 
-import re
 import typing
 
 import msgspec
 
-from schemas.field_sets import FIELD_SET_TYPES, FIELD_SETS, FieldType
-from schemas.messages import SCHEMA_VERSION, Document, ErrorCode, RawDocument
+from schemas.field_sets import FIELD_SET_TYPES, FIELD_SETS, FieldSetName, FieldType
+from schemas.messages import MAX_LABELS, SCHEMA_VERSION, Document, ErrorCode, RawDocument
 
-MAX_LABELS = 64
-MAX_LABEL_CHARS = 64
 # Longer documents are read in windows (model/windows/split.py); beyond this many characters they are
 # dead letters (`too_long`) rather than hours of one worker's time.
 MAX_DOCUMENT_CHARS = 100_000
-# Characters that would change the prompt's structure: a newline starts a new prompt line, a colon
-# separates a label from its value, and the full-width comma separates the labels themselves.
-PROMPT_BREAKING = re.compile(r"[\n\r:：，\t]")
 # SeqGPT's own prompt markers (`输入: {text}\n抽取: {labels}\n输出: [GEN]`): a label holding one would
-# hand the model a second instruction or a second place to start answering. The colon forms are
-# already caught by the colon rule, but are named here so that the message says what was found.
+# hand the model a second instruction or a second place to start answering. The colon forms already
+# break the label's pattern, but are named here so that the message says what was found.
 PROMPT_MARKERS = ("[GEN]", "输入:", "输出:", "抽取:", "分类:")
 
 _decoder = msgspec.json.Decoder(RawDocument)
+_FIELDS = {field.encode_name: field for field in msgspec.structs.fields(RawDocument)}
 KNOWN_TYPES = ", ".join(typing.get_args(FieldType))
+KNOWN_FIELD_SETS = ", ".join(typing.get_args(FieldSetName))
+
+# The dead-letter code of a message that breaks RawDocument's rules, by the field it breaks them at:
+# our own table, read against the struct, never from msgspec's wording of the error (`labels` has
+# three rules and codes of its own: `_labels_rule`).
+_BROKEN_RULE = {
+    "doc_id": ErrorCode.INVALID_VALUE,
+    "text": ErrorCode.EMPTY_TEXT,
+    "field_set": ErrorCode.UNKNOWN_FIELD_SET,
+    "field_types": ErrorCode.INVALID_FIELD_TYPE,
+}
+# ... where a value of the wrong JSON type at that field has a code of its own (else `wrong_type`).
+_WRONG_TYPE = {"field_types": ErrorCode.INVALID_FIELD_TYPE}
+# ... and where a missing field has a code of its own (else `missing_field`).
+_MISSING = {"text": ErrorCode.EMPTY_TEXT}
+# msgspec names the bad value but not the good ones, which the sender needs to fix the message.
+_HINTS = {
+    ErrorCode.INVALID_FIELD_TYPE: f" (known types: {KNOWN_TYPES})",
+    ErrorCode.UNKNOWN_FIELD_SET: f" (known field sets: {KNOWN_FIELD_SETS})",
+}
 
 
 class DocumentError(Exception):
@@ -50,10 +65,8 @@ def decode_document(value: bytes | None, max_bytes: int, max_chars: int = MAX_DO
     try:
         raw = _decoder.decode(value)
     except msgspec.ValidationError as exc:
-        code = _validation_code(str(exc))
-        # msgspec names the bad type but not the good ones, which the sender needs to fix the message.
-        hint = f" (known types: {KNOWN_TYPES})" if code is ErrorCode.INVALID_FIELD_TYPE else ""
-        raise DocumentError(code, str(exc) + hint, salvage_doc_id(value)) from None
+        code = broken_rule(value)
+        raise DocumentError(code, str(exc) + _HINTS.get(code, ""), salvage_doc_id(value)) from None
     except msgspec.DecodeError as exc:
         raise DocumentError(_syntax_code(value), str(exc)) from None
     except RecursionError:
@@ -67,6 +80,8 @@ def _check(raw: RawDocument, max_chars: int) -> Document:
     def fail(code: ErrorCode, message: str) -> DocumentError:
         return DocumentError(code, message, raw.doc_id)
 
+    # The struct's pattern keeps control characters out; what else Python counts unprintable
+    # (unassigned code points, format characters, separators) has no portable pattern.
     if not raw.doc_id.isprintable():
         raise fail(ErrorCode.INVALID_VALUE, "doc_id must contain only printable characters - at `$.doc_id`")
     if raw.schema_version != SCHEMA_VERSION:
@@ -74,8 +89,6 @@ def _check(raw: RawDocument, max_chars: int) -> Document:
             ErrorCode.UNSUPPORTED_SCHEMA_VERSION,
             f"schema_version {raw.schema_version} is not supported (this worker reads {SCHEMA_VERSION})",
         )
-    if not raw.text.strip():
-        raise fail(ErrorCode.EMPTY_TEXT, "text is empty - at `$.text`")
     if len(raw.text) > max_chars:
         raise fail(ErrorCode.TOO_LONG, f"text is {len(raw.text)} characters, the limit is {max_chars} - at `$.text`")
     labels = _resolve_labels(raw, fail)
@@ -97,28 +110,18 @@ def _resolve_labels(raw: RawDocument, fail) -> tuple[str, ...]:
     if raw.labels is not None and raw.field_set is not None:
         raise fail(ErrorCode.INVALID_VALUE, "give either `labels` or `field_set`, not both")
     if raw.field_set is not None:
-        if raw.field_set not in FIELD_SETS:
-            known = ", ".join(sorted(FIELD_SETS))
-            raise fail(ErrorCode.UNKNOWN_FIELD_SET, f"unknown field_set {raw.field_set!r} (known: {known})")
         return FIELD_SETS[raw.field_set]
-    if not raw.labels:
+    if raw.labels is None:
         raise fail(ErrorCode.NO_LABELS, "no labels: give a non-empty `labels` list or a `field_set`")
-    if len(raw.labels) > MAX_LABELS:
-        raise fail(ErrorCode.TOO_MANY_LABELS, f"{len(raw.labels)} labels, at most {MAX_LABELS} are allowed")
+    # Count, length, edges and prompt-breaking characters are the struct's rules (RawDocument.labels).
     for i, label in enumerate(raw.labels):
-        where = f" - at `$.labels[{i}]`"
-        if not label.strip() or label != label.strip():
-            raise fail(ErrorCode.INVALID_LABEL, "a label must be non-empty without surrounding spaces" + where)
-        if len(label) > MAX_LABEL_CHARS:
-            raise fail(ErrorCode.INVALID_LABEL, f"a label may have at most {MAX_LABEL_CHARS} characters" + where)
-        marker = next((m for m in PROMPT_MARKERS if m in label), None)
+        marker = prompt_marker(label)
         if marker is not None:
-            raise fail(ErrorCode.INVALID_LABEL, f"label {label!r} contains the prompt marker {marker!r}" + where)
-        if PROMPT_BREAKING.search(label) or not label.isprintable():
             raise fail(
-                ErrorCode.INVALID_LABEL,
-                f"label {label!r} contains a newline, tab, colon or full-width comma, which break the prompt" + where,
+                ErrorCode.INVALID_LABEL, f"label {label!r} contains the prompt marker {marker!r} - at `$.labels[{i}]`"
             )
+        if not label.isprintable():
+            raise fail(ErrorCode.INVALID_LABEL, f"label {label!r} has an unprintable character - at `$.labels[{i}]`")
     if len(set(raw.labels)) != len(raw.labels):
         raise fail(ErrorCode.INVALID_LABEL, "labels must be unique")
     return tuple(raw.labels)
@@ -137,21 +140,80 @@ def _resolve_field_types(raw: RawDocument, labels: tuple[str, ...], fail) -> dic
     return types
 
 
-def _validation_code(message: str) -> ErrorCode:
-    # msgspec's messages are stable and carry the path; the code is read from their wording.
-    if message.endswith("- at `$.field_types[...]`") or message.endswith("- at `$.field_types`"):
-        return ErrorCode.INVALID_FIELD_TYPE
-    if message.startswith("Object missing required field `text`"):
-        return ErrorCode.EMPTY_TEXT
-    if message.startswith("Object missing required field"):
-        return ErrorCode.MISSING_FIELD
-    if message.startswith("Object contains unknown field"):
-        return ErrorCode.UNKNOWN_FIELD
-    if message.startswith("Expected `object`") and " - at " not in message:
+def broken_rule(value: bytes) -> ErrorCode:
+    """The code of well-formed JSON that RawDocument rejects, found by checking the message against
+    the struct field by field in the order msgspec reads it (keys as they come, then the missing
+    ones), so the code names the rule msgspec's error is about."""
+    try:
+        # Each value stays raw JSON, decoded below against its field's type alone.
+        fields = msgspec.json.decode(value, type=dict[str, msgspec.Raw])
+    except msgspec.ValidationError:
         return ErrorCode.NOT_AN_OBJECT
-    if message.startswith("Expected `") and "got `" in message:
+    except RecursionError:
+        # Even skipping over a value walks its nesting. No field of RawDocument nests deeper than
+        # a list or map of strings, so a value nested too deep to walk has the wrong type.
         return ErrorCode.WRONG_TYPE
-    return ErrorCode.INVALID_VALUE
+    for name, item in fields.items():
+        field = _FIELDS.get(name)
+        if field is None:
+            return ErrorCode.UNKNOWN_FIELD
+        if _fits(item, field.type):
+            continue
+        if not _fits(item, _json_shape(msgspec.inspect.type_info(field.type))):
+            return _WRONG_TYPE.get(name, ErrorCode.WRONG_TYPE)
+        if name == "labels":
+            return _labels_rule(item)
+        return _BROKEN_RULE.get(name, ErrorCode.INVALID_VALUE)
+    missing = next(name for name, field in _FIELDS.items() if field.required and name not in fields)
+    return _MISSING.get(missing, ErrorCode.MISSING_FIELD)
+
+
+def _labels_rule(labels: msgspec.Raw) -> ErrorCode:
+    """Which of its rules a list of strings at `labels` breaks: too few, too many, or one label's own."""
+    count = len(msgspec.json.decode(labels, type=list[str]))
+    if count == 0:
+        return ErrorCode.NO_LABELS
+    if count > MAX_LABELS:
+        return ErrorCode.TOO_MANY_LABELS
+    return ErrorCode.INVALID_LABEL
+
+
+def prompt_marker(label: str) -> str | None:
+    return next((m for m in PROMPT_MARKERS if m in label), None)
+
+
+def _fits(item: msgspec.Raw, kind: object) -> bool:
+    try:
+        msgspec.json.decode(item, type=kind)
+    except msgspec.ValidationError:
+        return False
+    return True
+
+
+def _json_shape(t: msgspec.inspect.Type) -> object:
+    """The type `t` with its constraints dropped: only which JSON types it accepts, so that a value
+    that fits the shape but not `t` broke a rule, and one that does not fit it has the wrong type."""
+    match t:
+        case msgspec.inspect.Metadata():
+            return _json_shape(t.type)
+        case msgspec.inspect.UnionType():
+            return typing.Union[tuple(_json_shape(member) for member in t.types)]  # noqa: UP007
+        case msgspec.inspect.ListType():
+            return list[_json_shape(t.item_type)]
+        case msgspec.inspect.DictType():
+            return dict[_json_shape(t.key_type), _json_shape(t.value_type)]
+        case msgspec.inspect.LiteralType():
+            return typing.Union[tuple({type(v) for v in t.values})]  # noqa: UP007
+        case msgspec.inspect.IntType():
+            return int
+        case msgspec.inspect.FloatType():
+            return float
+        case msgspec.inspect.BoolType():
+            return bool
+        case msgspec.inspect.NoneType():
+            return None
+        case _:  # strings, and what JSON writes as strings: datetimes, enums
+            return str
 
 
 def _syntax_code(value: bytes) -> ErrorCode:
