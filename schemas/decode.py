@@ -7,11 +7,12 @@ labels are safe to put into SeqGPT's prompt.
 from __future__ import annotations
 
 import typing
+from typing import NamedTuple
 
 import msgspec
 
 from schemas.field_sets import FIELD_SET_TYPES, FIELD_SETS, FieldSetName, FieldType
-from schemas.messages import MAX_LABELS, SCHEMA_VERSION, Document, ErrorCode, RawDocument
+from schemas.messages import MAX_LABEL_CHARS, MAX_LABELS, SCHEMA_VERSION, Document, ErrorCode, Label, RawDocument
 
 # Longer documents are read in windows (model/windows/split.py); beyond this many characters they are
 # dead letters (`too_long`) rather than hours of one worker's time.
@@ -39,6 +40,16 @@ _BROKEN_RULE = {
 _WRONG_TYPE = {"field_types": ErrorCode.INVALID_FIELD_TYPE}
 # ... and where a missing field has a code of its own (else `missing_field`).
 _MISSING = {"text": ErrorCode.EMPTY_TEXT}
+# What the sender reads where msgspec's own words would show a regular expression.
+_RULE_TEXT = {
+    "doc_id": "doc_id must be 1-128 printable characters - at `$.doc_id`",
+    "text": "text is empty - at `$.text`",
+}
+LABEL_RULE_TEXT = (
+    "label {label!r} must be 1-{most} characters without surrounding spaces, newline, tab, colon or"
+    " full-width comma, which break the prompt - at `$.labels[{i}]`"
+)
+MARKER_TEXT = "label {label!r} contains the prompt marker {marker!r} - at `$.labels[{i}]`"
 # msgspec names the bad value but not the good ones, which the sender needs to fix the message.
 _HINTS = {
     ErrorCode.INVALID_FIELD_TYPE: f" (known types: {KNOWN_TYPES})",
@@ -65,8 +76,9 @@ def decode_document(value: bytes | None, max_bytes: int, max_chars: int = MAX_DO
     try:
         raw = _decoder.decode(value)
     except msgspec.ValidationError as exc:
-        code = broken_rule(value)
-        raise DocumentError(code, str(exc) + _HINTS.get(code, ""), salvage_doc_id(value)) from None
+        code, rule_text = broken_rule(value)
+        message = rule_text or str(exc) + _HINTS.get(code, "")
+        raise DocumentError(code, message, salvage_doc_id(value)) from None
     except msgspec.DecodeError as exc:
         raise DocumentError(_syntax_code(value), str(exc)) from None
     except RecursionError:
@@ -83,7 +95,7 @@ def _check(raw: RawDocument, max_chars: int) -> Document:
     # The struct's pattern keeps control characters out; what else Python counts unprintable
     # (unassigned code points, format characters, separators) has no portable pattern.
     if not raw.doc_id.isprintable():
-        raise fail(ErrorCode.INVALID_VALUE, "doc_id must contain only printable characters - at `$.doc_id`")
+        raise fail(ErrorCode.INVALID_VALUE, _RULE_TEXT["doc_id"])
     if raw.schema_version != SCHEMA_VERSION:
         raise fail(
             ErrorCode.UNSUPPORTED_SCHEMA_VERSION,
@@ -117,9 +129,7 @@ def _resolve_labels(raw: RawDocument, fail) -> tuple[str, ...]:
     for i, label in enumerate(raw.labels):
         marker = prompt_marker(label)
         if marker is not None:
-            raise fail(
-                ErrorCode.INVALID_LABEL, f"label {label!r} contains the prompt marker {marker!r} - at `$.labels[{i}]`"
-            )
+            raise fail(ErrorCode.INVALID_LABEL, MARKER_TEXT.format(label=label, marker=marker, i=i))
         if not label.isprintable():
             raise fail(ErrorCode.INVALID_LABEL, f"label {label!r} has an unprintable character - at `$.labels[{i}]`")
     if len(set(raw.labels)) != len(raw.labels):
@@ -140,49 +150,58 @@ def _resolve_field_types(raw: RawDocument, labels: tuple[str, ...], fail) -> dic
     return types
 
 
-def broken_rule(value: bytes) -> ErrorCode:
-    """The code of well-formed JSON that RawDocument rejects, found by checking the message against
-    the struct field by field in the order msgspec reads it (keys as they come, then the missing
-    ones), so the code names the rule msgspec's error is about."""
+class Rejection(NamedTuple):
+    code: ErrorCode
+    # The rule broken in the sender's words, where msgspec's error would not do; else None.
+    rule_text: str | None = None
+
+
+def broken_rule(value: bytes) -> Rejection:
+    """Why well-formed JSON that RawDocument rejects is rejected, found by checking the message
+    against the struct field by field in the order msgspec reads it (keys as they come, then the
+    missing ones), so the code names the rule msgspec's error is about."""
     try:
         # Each value stays raw JSON, decoded below against its field's type alone.
         fields = msgspec.json.decode(value, type=dict[str, msgspec.Raw])
     except msgspec.ValidationError:
-        return ErrorCode.NOT_AN_OBJECT
+        return Rejection(ErrorCode.NOT_AN_OBJECT)
     except RecursionError:
         # Even skipping over a value walks its nesting. No field of RawDocument nests deeper than
         # a list or map of strings, so a value nested too deep to walk has the wrong type.
-        return ErrorCode.WRONG_TYPE
+        return Rejection(ErrorCode.WRONG_TYPE)
     for name, item in fields.items():
         field = _FIELDS.get(name)
         if field is None:
-            return ErrorCode.UNKNOWN_FIELD
+            return Rejection(ErrorCode.UNKNOWN_FIELD)
         if _fits(item, field.type):
             continue
         if not _fits(item, _json_shape(msgspec.inspect.type_info(field.type))):
-            return _WRONG_TYPE.get(name, ErrorCode.WRONG_TYPE)
+            return Rejection(_WRONG_TYPE.get(name, ErrorCode.WRONG_TYPE))
         if name == "labels":
-            return _labels_rule(item)
-        return _BROKEN_RULE.get(name, ErrorCode.INVALID_VALUE)
+            return _labels_rule(msgspec.json.decode(item, type=list[str]))
+        return Rejection(_BROKEN_RULE.get(name, ErrorCode.INVALID_VALUE), _RULE_TEXT.get(name))
     missing = next(name for name, field in _FIELDS.items() if field.required and name not in fields)
-    return _MISSING.get(missing, ErrorCode.MISSING_FIELD)
+    return Rejection(_MISSING.get(missing, ErrorCode.MISSING_FIELD))
 
 
-def _labels_rule(labels: msgspec.Raw) -> ErrorCode:
+def _labels_rule(labels: list[str]) -> Rejection:
     """Which of its rules a list of strings at `labels` breaks: too few, too many, or one label's own."""
-    count = len(msgspec.json.decode(labels, type=list[str]))
-    if count == 0:
-        return ErrorCode.NO_LABELS
-    if count > MAX_LABELS:
-        return ErrorCode.TOO_MANY_LABELS
-    return ErrorCode.INVALID_LABEL
+    if not labels:
+        return Rejection(ErrorCode.NO_LABELS, "no labels: give a non-empty `labels` list or a `field_set`")
+    if len(labels) > MAX_LABELS:
+        return Rejection(ErrorCode.TOO_MANY_LABELS, f"{len(labels)} labels, at most {MAX_LABELS} are allowed")
+    i, label = next((i, label) for i, label in enumerate(labels) if not _fits(msgspec.json.encode(label), Label))
+    marker = prompt_marker(label)
+    if marker is not None:
+        return Rejection(ErrorCode.INVALID_LABEL, MARKER_TEXT.format(label=label, marker=marker, i=i))
+    return Rejection(ErrorCode.INVALID_LABEL, LABEL_RULE_TEXT.format(label=label, most=MAX_LABEL_CHARS, i=i))
 
 
 def prompt_marker(label: str) -> str | None:
     return next((m for m in PROMPT_MARKERS if m in label), None)
 
 
-def _fits(item: msgspec.Raw, kind: object) -> bool:
+def _fits(item: bytes | msgspec.Raw, kind: object) -> bool:
     try:
         msgspec.json.decode(item, type=kind)
     except msgspec.ValidationError:
