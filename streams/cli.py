@@ -28,14 +28,15 @@ def _settings(ctx: click.Context) -> Settings:
     return ctx.obj
 
 
+_bootstrap_option = click.option(
+    "--bootstrap", envvar="KAFKA_BOOTSTRAP_SERVERS", help="Kafka bootstrap servers (host:port[,host:port])."
+)
+_model_option = click.option("--model", "model_path", help="Model directory or hub id (default: DAMO-NLP/SeqGPT-560M).")
+
+
 def settings_options(command: Callable) -> Callable:
     """`--bootstrap` and `--model`, the global options of `seqstream` and `seqstream-ops` alike."""
-    command = click.option("--model", "model_path", help="Model directory or hub id (default: DAMO-NLP/SeqGPT-560M).")(
-        command
-    )
-    return click.option(
-        "--bootstrap", envvar="KAFKA_BOOTSTRAP_SERVERS", help="Kafka bootstrap servers (host:port[,host:port])."
-    )(command)
+    return _bootstrap_option(_model_option(command))
 
 
 @click.group()
