@@ -2,7 +2,7 @@
 
 BLOOM's tokenizer (250,880 entries: thousands of Chinese multi-character tokens, space-glued tokens like
 " word") cannot be downloaded here, yet the constraint code (model/grammar/vocab.py, source.py) must be
-measured against a vocabulary that large. The tokenizers of model/tiny.py stop at a few thousand entries,
+measured against a vocabulary that large. The tokenizers of ops/tiny.py stop at a few thousand entries,
 so a benchmark that only widens the LM head measures the wrong tables.
 
 Recipe, deterministic in (corpus, seed):
