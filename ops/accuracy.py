@@ -1,4 +1,4 @@
-"""`seqstream eval`: the engine over a generated corpus, scored against its ground truth.
+"""`seqstream-ops eval`: the engine over a generated corpus, scored against its ground truth.
 
 Values are compared after NFKC normalisation (full-width digits and punctuation fold to ASCII) and
 whitespace removal, as sets per label; values of typed labels are compared by their normal form
@@ -175,7 +175,7 @@ def length_bucket(characters: int) -> str:
 
 
 def evaluate_file(engine: Engine, path: Path, batch_size: int) -> AccuracyReport:
-    """A corpus file written by `seqstream corpus generate`, with its ground-truth sidecar."""
+    """A corpus file written by `seqstream-ops corpus generate`, with its ground-truth sidecar."""
     docs, truth, kinds = read_corpus(path)
     return evaluate(engine, docs, truth, batch_size, kinds)
 

@@ -1,4 +1,4 @@
-"""The rule system SeqStream replaces, as an `Engine`, so `seqstream eval` scores it the same way.
+"""The rule system SeqStream replaces, as an `Engine`, so `seqstream-ops eval` scores it the same way.
 
 Regexes for the typed values (phones, ID numbers, dates, amounts, e-mails), the shipped lexicons
 (model/data) for people's and organisations' names, and keyword cues (甲方, 乙方, 姓名, 公司 ...):

@@ -35,9 +35,9 @@ from model.grammar.mask import Constrainer
 from model.runner.fast import LENGTH_BUCKET, FastEngine, bucket
 from model.runner.loading import load_model
 from model.runner.reference import ReferenceEngine
-from model.tiny import build_tiny_bloom
 from ops.oracle import OracleConstrainer
 from ops.samples import sample_documents
+from ops.tiny import build_tiny_bloom
 from schemas.decode import decode_document
 from schemas.messages import Document, Timings
 

@@ -1,4 +1,4 @@
-"""`seqstream bench pipeline`: the whole pipeline under load, beside the naive design, in one run.
+"""`seqstream-ops bench pipeline`: the whole pipeline under load, beside the naive design, in one run.
 
 Every run is a real `seqstream worker` process on a real broker, with topics and a consumer group
 of its own: it waits for /readyz, takes a short warm-up, then the corpus is published either all at
@@ -15,28 +15,25 @@ The naive design is the same worker with `SEQSTREAM_BATCH__MAX_DOCUMENTS=1`: one
 one `generate()` call (each sample document fits one prompt of <= 6 labels), its outputs written
 and acknowledged, its offset committed, then the next. Everything else (code, model, broker) is
 identical, so the ratio isolates micro-batching.
-
-Worker processes come from tests/worker_process.py: run the benchmark from a source checkout.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import msgspec
 from prometheus_client.parser import text_string_to_metric_families
 
+from ops.bench_runs import RunConfig, RunResult
 from ops.samples import sample_documents
 from streams.kafka_io import consume, produce_lines
 from streams.settings import Settings
@@ -47,41 +44,6 @@ log = logging.getLogger(__name__)
 MODEL_STAGES = ("queue", "tokenize", "prefill", "decode", "postprocess")
 WORKER_STAGES = ("serialise", "produce")
 WARMUP_DOCUMENTS = 2
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    name: str
-    max_documents: int
-    window_ms: float
-    rate_per_s: float | None  # None: the whole corpus at once
-
-    @property
-    def arrival(self) -> str:
-        return "burst" if self.rate_per_s is None else f"{self.rate_per_s:.2f} docs/s"
-
-
-@dataclass
-class RunResult:
-    config: RunConfig
-    documents: int
-    latencies_s: list[float]
-    throughput_per_s: float
-    wall_s: float
-    mean_batch: float
-    stage_ms: dict[str, float]  # per document, mean
-    engine: str = ""  # as the records name it: model.engine, model.attention, model.device
-    worker_stage_ms: dict[str, float] = field(default_factory=dict)  # per batch, mean, from /metrics
-
-    def percentile(self, q: float) -> float:
-        return percentile(self.latencies_s, q)
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100): an observed value, no interpolation."""
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), math.ceil(q * len(ordered) / 100)))
-    return ordered[rank - 1]
 
 
 def stage_table(result: RunResult) -> list[tuple[str, float, float]]:
@@ -96,7 +58,7 @@ def stage_table(result: RunResult) -> list[tuple[str, float, float]]:
 
 def build_bench_model(directory: Path, hidden_size: int, n_layer: int, vocab_size: int) -> Path:
     from model.runner.loading import MANIFEST
-    from model.tiny import build_tiny_bloom
+    from ops.tiny import build_tiny_bloom
 
     if (directory / MANIFEST).is_file():
         return directory
@@ -144,7 +106,7 @@ def _collect(settings: Settings, doc_ids: set[str], timeout_s: float) -> dict[st
 
 def _worker_stages(port: int) -> dict[str, tuple[float, float]]:
     """stage -> (sum of seconds, count) of the worker's serialise and produce histograms."""
-    from tests.worker_process import http_get
+    from ops.worker_process import http_get
 
     status, body = http_get(f"http://127.0.0.1:{port}/metrics")
     if status != 200:
@@ -181,7 +143,7 @@ def run_once(
     max_new_tokens: int,
     engine: str,
 ) -> RunResult:
-    from tests.worker_process import WorkerProcess, free_port, isolated_settings
+    from ops.worker_process import WorkerProcess, free_port, isolated_settings
 
     port = free_port()
     run_dir = work_dir / config.name

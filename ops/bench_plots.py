@@ -11,7 +11,7 @@ matplotlib.use("Agg")  # files only; no display on the machines that run this
 import matplotlib.pyplot as plt
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from ops.bench_pipeline import RunResult
+from ops.bench_runs import RunResult
 
 
 def write_plots(results: list[RunResult], out_dir: Path) -> list[Path]:

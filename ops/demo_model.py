@@ -1,5 +1,5 @@
-"""`seqstream demo-model build`: the shipped demo model (model/demo/), trained with the project's
-recipe (model/train.py) on generated documents, deterministically from a seed.
+"""`seqstream-ops demo-model build`: the shipped demo model (model/demo/), trained with the project's
+recipe (ops/train.py) on generated documents, deterministically from a seed.
 
 What is added to the recipe for a small model that must learn to *copy* values from unseen text:
 - a character tokenizer, so a value's tokens are the document's tokens one for one;
@@ -37,11 +37,11 @@ from model.answers.prompt import build_prompt
 from model.build import build_engine
 from model.config import EngineSettings
 from model.runner.loading import MANIFEST
-from model.tiny import init_tiny_bloom
-from model.train import RECIPE_VERSION, Recipe, TrainingExample, make_tokenizer, train, training_examples
 from ops.accuracy import evaluate, read_corpus
 from ops.corpus import KINDS, GeneratedDocument, generate_corpus, generate_document, write_corpus
 from ops.eval_table import PRODUCT, as_json, baselines, format_table
+from ops.tiny import init_tiny_bloom
+from ops.train import RECIPE_VERSION, Recipe, TrainingExample, make_tokenizer, train, training_examples
 from schemas.decode import decode_document
 from schemas.field_sets import FIELD_SETS
 
@@ -295,7 +295,7 @@ def export_best(
         log(f"{directory.name}: product micro F1 {f1:.3f} ({report.seconds:.0f} s)")
         scored.append((f1, directory.name, directory, report))
     if not scored:
-        raise FileNotFoundError(f"no snapshots in {train_dir}; run `seqstream demo-model build` first")
+        raise FileNotFoundError(f"no snapshots in {train_dir}; run `seqstream-ops demo-model build` first")
     _, _, best, report = max(scored)
     settings = EngineSettings(path=str(best))
     reports = {PRODUCT: report}
@@ -304,6 +304,6 @@ def export_best(
         log(f"{best.name}: {name} scored ({reports[name].seconds:.0f} s)")
     table = as_json(reports, corpus)
     table["corpus"] = f"generate_corpus({documents}, seed={EVAL_SEED}): full-length documents, no noise"
-    command = f"$ seqstream demo-model export --documents {documents} --candidates {candidates}"
+    command = f"$ seqstream-ops demo-model export --documents {documents} --candidates {candidates}"
     text = f"{command}   # {best.name}; {table['corpus']}\n\n{format_table(reports)}"
     return export(best, table, text, destination), text

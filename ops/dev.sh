@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's two commands, from a fresh clone:
-#   ops/dev.sh demo [seqstream demo options]   broker, topics, worker, sample documents, results
-#   ops/dev.sh test [pytest options]           lint, then the whole test suite on a real broker
+#   ops/dev.sh demo [seqstream-ops demo options]   broker, topics, worker, sample documents, results
+#   ops/dev.sh test [pytest options]               lint and import contracts, then the whole test suite on a real broker
 # and `ops/dev.sh run CMD...` to run anything inside the project's environment.
 #
 # The virtualenv is cached under $SEQSTREAM_CACHE (default ~/.cache/seqstream), keyed by
@@ -20,7 +20,7 @@ if [ ! -f "$VENV/.complete" ]; then
   mkdir -p "$CACHE"
   "$PYTHON" -m venv "$VENV"
   "$VENV/bin/pip" install -q --upgrade pip setuptools
-  "$VENV/bin/pip" install -q -e ".[dev]"
+  "$VENV/bin/pip" install -q -e ".[dev,tools]"
   touch "$VENV/.complete"
 else
   # The cached environment may have served another clone: point its editable install here.
@@ -33,7 +33,7 @@ command=${1:-}
 shift || true
 case "$command" in
   demo)
-    exec seqstream demo "$@"
+    exec seqstream-ops demo "$@"
     ;;
   test)
     # Tests run several torch processes at once (pytest, workers, a broker) on few cores; one
@@ -42,6 +42,7 @@ case "$command" in
     python -m ops.kafka.launcher fetch >/dev/null
     ruff check .
     ruff format --check .
+    lint-imports
     exec python -m pytest "$@"
     ;;
   run)

@@ -1,4 +1,4 @@
-"""`seqstream eval`'s table: the product's decoding beside its baselines, on the same corpus.
+"""`seqstream-ops eval`'s table: the product's decoding beside its baselines, on the same corpus.
 
 Columns: the product (the engine as configured), the same engine reading only the head of a
 document longer than the model's window (what it did before windows: `fit_text`), the same model

@@ -20,9 +20,9 @@ from model.config import EngineSettings
 from model.runner.fast import FastEngine
 from model.runner.loading import MANIFEST, load_model
 from model.runner.reference import ReferenceEngine
-from model.tiny import train_tokenizer
 from ops.bench_engine import long_documents, run
 from ops.samples import sample_documents
+from ops.tiny import train_tokenizer
 
 SEQGPT = dict(vocab_size=250_880, hidden_size=1024, n_layer=24, n_head=16)
 

@@ -3,7 +3,7 @@
     python -m ops.hostile_volume [--count 10000] [--seed 66] [--bootstrap HOST:PORT] [--out DIR]
 
 The end-to-end test (tests/test_hostile_input.py) sends 320 seeded hostile messages; this sends
-`--count` of the same eight kinds (tests/hostile.py) to a `seqstream worker` on a tiny random
+`--count` of the same eight kinds (ops/hostile.py) to a `seqstream worker` on a tiny random
 BLOOM (built here, 8 new tokens: the input handling is under test, not the model), and accounts
 for every one: found in the dead-letter topic by its original bytes, or in fields/review by its
 doc_id, none twice. It also reads the worker's log for tracebacks and its RSS before and after.
@@ -25,14 +25,14 @@ LIMIT = 16 * 1024  # the end-to-end test's size limit, so that kind 4 reaches bo
 
 
 def run(count: int, seed: int, bootstrap: str | None, out: Path) -> int:
-    from model.tiny import build_tiny_bloom
+    from ops.hostile import seeded_hostile_messages
     from ops.kafka.launcher import KafkaBroker
     from ops.samples import sample_documents
+    from ops.tiny import build_tiny_bloom
+    from ops.worker_process import OutputReader, WorkerProcess, isolated_settings, report
     from schemas.decode import salvage_doc_id
     from streams.kafka_io import produce_lines
     from streams.topics import create_topics
-    from tests.hostile import seeded_hostile_messages
-    from tests.worker_process import OutputReader, WorkerProcess, isolated_settings, report
 
     out.mkdir(parents=True, exist_ok=True)
     broker = None

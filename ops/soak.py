@@ -1,4 +1,4 @@
-"""`seqstream bench soak`: a worker under more input than it can process, watched over time.
+"""`seqstream-ops bench soak`: a worker under more input than it can process, watched over time.
 
 A burst of documents is published at once (far faster than any worker extracts), then a steady
 rate for the given minutes; publishing stops and the lag must drain. Every `sample_s` seconds it

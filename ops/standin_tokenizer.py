@@ -2,11 +2,11 @@
 
 BLOOM's tokenizer (250,880 entries: thousands of Chinese multi-character tokens, space-glued tokens like
 " word") cannot be downloaded here, yet the constraint code (model/grammar/vocab.py, source.py) must be
-measured against a vocabulary that large. The tokenizers of model/tiny.py stop at a few thousand entries,
+measured against a vocabulary that large. The tokenizers of ops/tiny.py stop at a few thousand entries,
 so a benchmark that only widens the LM head measures the wrong tables.
 
 Recipe, deterministic in (corpus, seed):
-1. Train a byte-level BPE with model/tiny.py's train_tokenizer (same pre-tokenizer, decoder, special tokens
+1. Train a byte-level BPE with ops/tiny.py's train_tokenizer (same pre-tokenizer, decoder, special tokens
    at ids 0-3), fed windows of at most four Chinese characters: trained on whole texts, 20 documents
    teach it phrases such as "广州博信建设有限公司" as single tokens, which BLOOM does not have.
 2. Add the corpus' frequent Chinese n-grams (2-4 characters).
@@ -30,7 +30,7 @@ from tokenizers import pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
 from model.runner.loading import MANIFEST
-from model.tiny import SPECIAL_TOKENS, init_tiny_bloom, train_tokenizer
+from ops.tiny import SPECIAL_TOKENS, init_tiny_bloom, train_tokenizer
 
 # BLOOM's own size is 250,880; a round default keeps the benchmark tables readable.
 STANDIN_SIZE = 250_000
@@ -50,7 +50,7 @@ MAX_FRUITLESS_DRAWS = 100_000
 
 def build_standin_tokenizer(corpus: Iterable[str], size: int = STANDIN_SIZE, seed: int = 0) -> PreTrainedTokenizerFast:
     """A byte-level BPE tokenizer of `size` entries (fewer only if the character pools run dry) whose
-    long Chinese tokens are reachable by merges; ids 0-3 are <unk>, <s>, </s>, <pad> as in model/tiny.py."""
+    long Chinese tokens are reachable by merges; ids 0-3 are <unk>, <s>, </s>, <pad> as in ops/tiny.py."""
     texts = list(corpus)
     trained = train_tokenizer(_training_words(texts), TRAINED_MERGES)
     spec = json.loads(trained.backend_tokenizer.to_str())
@@ -96,7 +96,7 @@ def save_standin_model(
     seed: int = 0,
 ) -> Path:
     """Write the stand-in tokenizer and a random tiny BLOOM sized for it to `directory`, loadable by
-    model.runner.loading.load_model; the manifest marks it as ours, as model/tiny.py's checkpoints are."""
+    model.runner.loading.load_model; the manifest marks it as ours, as ops/tiny.py's checkpoints are."""
     tokenizer = build_standin_tokenizer(corpus, size, seed)
     model = init_tiny_bloom(tokenizer, seed=seed, hidden_size=hidden_size, n_layer=n_layer, n_head=n_head)
     directory.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,10 @@ from typing import Literal
 
 FieldType = Literal["text", "phone", "id_card", "date", "amount", "email", "person", "organisation"]
 
-FIELD_SETS: dict[str, tuple[str, ...]] = {
+# The names a raw document may give as `field_set`: a Literal, so the exported JSON Schema lists them.
+FieldSetName = Literal["contract", "resume", "job_ad", "news", "medical"]
+
+FIELD_SETS: dict[FieldSetName, tuple[str, ...]] = {
     "contract": ("甲方", "乙方", "签约日期", "合同金额", "合同期限", "签约地点"),
     "resume": ("姓名", "性别", "出生日期", "手机号码", "电子邮箱", "毕业院校", "学历", "工作单位"),
     "job_ad": ("公司名称", "职位名称", "工作地点", "薪资范围", "学历要求", "联系电话"),
@@ -32,7 +35,7 @@ SINGLE_VALUE_LABELS: dict[str, frozenset[str]] = {
     "medical": frozenset({"患者姓名", "性别", "年龄", "就诊日期", "主治医师", "医院名称"}),
 }
 
-FIELD_SET_TYPES: dict[str, dict[str, FieldType]] = {
+FIELD_SET_TYPES: dict[FieldSetName, dict[str, FieldType]] = {
     "contract": {"签约日期": "date", "合同金额": "amount"},
     "resume": {
         "姓名": "person",

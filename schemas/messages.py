@@ -13,33 +13,61 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from schemas.field_sets import FIELD_SETS, FieldType
+from schemas.field_sets import FieldSetName, FieldType
 
 SCHEMA_VERSION = 1
 
 Task = Literal["extract", "classify"]
+
+# The input rules live in these types, so that the exported JSON Schema carries them to every
+# consumer. Patterns are written for both Python's `re` (msgspec, the `jsonschema` package) and
+# ECMA-262 (JSON Schema's own dialect). A control character is never printable.
+NO_CONTROL = r"\u0000-\u001f\u007f-\u009f"
 DocId = Annotated[
     str,
     msgspec.Meta(
-        min_length=1, max_length=128, description="1-128 printable characters; the Kafka key of every output."
+        min_length=1,
+        max_length=128,
+        pattern=f"^[^{NO_CONTROL}]+$",
+        description="1-128 printable characters; the Kafka key of every output.",
     ),
 ]
+MAX_LABELS = 64
+MAX_LABEL_CHARS = 64
+# Characters that would change the prompt's structure: a newline starts a new prompt line, a colon
+# separates a label from its value, and the full-width comma separates the labels themselves.
+PROMPT_BREAKING = r"\n\r\t:：，"
+_LABEL_EDGE = f"[^\\s{PROMPT_BREAKING}{NO_CONTROL}]"
+Label = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=MAX_LABEL_CHARS,
+        pattern=f"^{_LABEL_EDGE}(?:[^{PROMPT_BREAKING}{NO_CONTROL}]*{_LABEL_EDGE})?$",
+        description="no surrounding spaces, no newline, tab, colon or full-width comma (they break SeqGPT's prompt)",
+    ),
+]
+Labels = Annotated[
+    list[Label],
+    msgspec.Meta(
+        min_length=1,
+        max_length=MAX_LABELS,
+        # The worker checks it itself: msgspec passes extra_json_schema through without enforcing it.
+        extra_json_schema={"uniqueItems": True},
+        description=f"1-{MAX_LABELS} unique labels.",
+    ),
+]
+Text = Annotated[str, msgspec.Meta(pattern=r"\S", description="The document; not empty or only whitespace.")]
 
 
 class RawDocument(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """What upstream OCR/ingest systems publish to the raw topic (JSON, UTF-8)."""
 
     doc_id: DocId
-    text: str
+    text: Text
     task: Task = "extract"
-    labels: Annotated[
-        list[str] | None,
-        msgspec.Meta(description="1-64 unique labels without newline, tab, colon or full-width comma."),
-    ] = None
-    field_set: Annotated[
-        str | None,
-        msgspec.Meta(description=f"instead of labels, one of: {', '.join(sorted(FIELD_SETS))}"),
-    ] = None
+    labels: Labels | None = None
+    field_set: Annotated[FieldSetName | None, msgspec.Meta(description="Instead of labels, a named label set.")] = None
     field_types: Annotated[
         dict[str, FieldType] | None,
         msgspec.Meta(
@@ -52,6 +80,15 @@ class RawDocument(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     trace_id: str | None = None
     metadata: dict[str, str] = msgspec.field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
+
+
+# What a JSON Schema can say about a raw document beyond its fields: `labels` or `field_set`, one of them.
+RAW_DOCUMENT_EITHER_LABELS_OR_FIELD_SET = {
+    "oneOf": [
+        {"required": ["labels"], "properties": {"labels": {"type": "array"}}},
+        {"required": ["field_set"], "properties": {"field_set": {"type": "string"}}},
+    ]
+}
 
 
 class Document(msgspec.Struct, frozen=True, kw_only=True):
@@ -315,8 +352,8 @@ class AuditRecord(msgspec.Struct, kw_only=True):
     processing: Processing
 
 
-MESSAGE_TYPES: dict[str, type[msgspec.Struct]] = {
-    "raw_document": RawDocument,
+MESSAGE_TYPES: dict[str, object] = {
+    "raw_document": Annotated[RawDocument, msgspec.Meta(extra_json_schema=RAW_DOCUMENT_EITHER_LABELS_OR_FIELD_SET)],
     "field_record": FieldRecord,
     "review_record": ReviewRecord,
     "alert_record": AlertRecord,

@@ -13,18 +13,18 @@ import asyncio
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 
 import faust
 from aiokafka.errors import KafkaTimeoutError
 from faust.web import Request, Response, View
 
 from streams import metrics
-from streams.health import BrokerProbe, Readiness
+from streams.driver import BatchDriver, Consumed
+from streams.health import BrokerProbe, Readiness, check_readiness
 from streams.kafka_security import faust_credentials
 from streams.pipeline import Pipeline
 from streams.replication import Backoff, write_until_acknowledged
-from streams.routing import Inbound, Outgoing, outcome_of_topic
+from streams.routing import Outgoing
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ def create_app(settings: Settings, pipeline: Pipeline) -> faust.App:
         name: app.topic(name, key_serializer="raw", value_serializer="raw")
         for name in (t.fields, t.review, t.alerts, t.dead_letter, t.audit)
     }
-    outcome_of = outcome_of_topic(t)
+    driver = BatchDriver(pipeline, t)
     # One model thread: the GPU runs one batch at a time, and the event loop stays free for
     # heartbeats and fetching while it does.
     model_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model")
@@ -81,34 +81,14 @@ def create_app(settings: Settings, pipeline: Pipeline) -> faust.App:
         loop = asyncio.get_running_loop()
         async for events in stream.noack_take(settings.batch.max_documents, within=window_s):
             started = time.monotonic()
-            received_at = datetime.now(UTC)
-            batch = [
-                Inbound(
-                    topic=e.message.topic,
-                    partition=e.message.partition,
-                    offset=e.message.offset,
-                    key=e.message.key,
-                    value=e.message.value,
-                    received_at=received_at,
-                )
-                for e in events
-            ]
-            metrics.BATCH_DOCUMENTS.observe(len(events))
-            queue_ms = [(started - e.message.time_in) * 1000 if e.message.time_in else 0.0 for e in events]
-            outgoing = await loop.run_in_executor(model_thread, pipeline.process_batch, batch, queue_ms)
+            batch = driver.inbounds(_consumed(e.message, started) for e in events)
+            processed = await loop.run_in_executor(model_thread, driver.process, batch)
             produce_started = time.monotonic()
-            await write(outgoing)
-            metrics.observe_stage("produce", time.monotonic() - produce_started)
-            metrics.count_outputs((outcome_of[o.topic], o.submitted_at) for o in outgoing)
+            await write(processed.outgoing)
+            produce_s = time.monotonic() - produce_started
             for event in events:
                 await stream.ack(event)
-            metrics.INPUT_MESSAGES.inc(len(events))
-            log.info(
-                "batch of %d done in %.0f ms: %d messages written",
-                len(events),
-                (time.monotonic() - started) * 1000,
-                len(outgoing),
-            )
+            driver.delivered(processed, started, produce_s)
 
     if settings.worker.web_port > 0:
         _add_operations_pages(app, settings, pipeline)
@@ -135,12 +115,7 @@ def _add_operations_pages(app: faust.App, settings: Settings, pipeline: Pipeline
 
     async def readiness() -> Readiness:
         reachable = await asyncio.get_running_loop().run_in_executor(probe_thread, probe.reachable)
-        return Readiness(
-            consumer_assigned=bool(assigned_raw_partitions()),
-            # The CLI loads the model before it builds the app; an engine without its info is not usable.
-            model_loaded=getattr(pipeline.engine, "info", None) is not None,
-            broker_reachable=reachable,
-        )
+        return check_readiness(assigned_raw_partitions(), pipeline.engine, reachable)
 
     @app.page("/metrics")
     async def metrics_page(self: View, request: Request) -> Response:
@@ -154,13 +129,12 @@ def _add_operations_pages(app: faust.App, settings: Settings, pipeline: Pipeline
     @app.page("/readyz")
     async def readyz(self: View, request: Request) -> Response:
         state = await readiness()
-        metrics.READY.set(1 if state.ready else 0)
         return self.json(state.body(), status=200 if state.ready else 503)
 
     @app.timer(LAG_INTERVAL_S)
     async def update_lag_and_readiness() -> None:
         # Also here, not only on /readyz: the ready gauge must be fresh for Prometheus on its own.
-        metrics.READY.set(1 if (await readiness()).ready else 0)
+        await readiness()
         partitions = assigned_raw_partitions()
         try:
             lag = await asyncio.get_running_loop().run_in_executor(probe_thread, probe.lag, partitions)
@@ -168,3 +142,9 @@ def _add_operations_pages(app: faust.App, settings: Settings, pipeline: Pipeline
             log.warning("could not read consumer lag: %s", exc)
             return
         metrics.set_consumer_lag(lag)
+
+
+def _consumed(message: faust.types.Message, taken_at: float) -> Consumed:
+    # Faust's monitor stamps `time_in` (monotonic) as the message comes in; without it, the take.
+    fetched_at = message.time_in if message.time_in is not None else taken_at
+    return Consumed(message.topic, message.partition, message.offset, message.key, message.value, fetched_at)

@@ -1,4 +1,4 @@
-"""What /readyz and the lag gauge need to know about the broker, asked with a plain client.
+"""Readiness, and what it and the lag gauge need to know about the broker, asked with a plain client.
 
 Lag is the operator's definition (what `kafka-consumer-groups --describe` prints): log end offset
 minus the group's committed offset, per partition. A confluent-kafka consumer that never subscribes
@@ -8,13 +8,18 @@ can read both for the worker's group without joining it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from streams import metrics
 from streams.kafka_io import client_config
 from streams.settings import Settings
+
+if TYPE_CHECKING:
+    from model.engine import Engine
 
 
 @dataclass
@@ -35,6 +40,20 @@ class Readiness:
             "model_loaded": self.model_loaded,
             "broker_reachable": self.broker_reachable,
         }
+
+
+def check_readiness(assigned: Collection[tuple[str, int]], engine: Engine, broker_reachable: bool) -> Readiness:
+    """Ready = raw-topic partitions assigned, a model loaded and the broker answering; the ready
+    gauge follows every check. `broker_reachable` comes from `BrokerProbe.reachable`, which blocks:
+    the caller decides on which thread it runs."""
+    state = Readiness(
+        consumer_assigned=bool(assigned),
+        # The CLI loads the model before the worker starts; an engine without its info is not usable.
+        model_loaded=getattr(engine, "info", None) is not None,
+        broker_reachable=broker_reachable,
+    )
+    metrics.READY.set(1 if state.ready else 0)
+    return state
 
 
 class BrokerProbe:

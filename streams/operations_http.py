@@ -13,7 +13,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from streams import metrics
-from streams.health import BrokerProbe, Readiness
+from streams.health import BrokerProbe, Readiness, check_readiness
 from streams.pipeline import Pipeline
 from streams.settings import Settings
 
@@ -43,13 +43,7 @@ class OperationsServer:
         self.probe.close()
 
     def readiness(self) -> Readiness:
-        state = Readiness(
-            consumer_assigned=bool(self.assigned()),
-            model_loaded=getattr(self.pipeline.engine, "info", None) is not None,
-            broker_reachable=self.probe.reachable(),
-        )
-        metrics.READY.set(1 if state.ready else 0)
-        return state
+        return check_readiness(self.assigned(), self.pipeline.engine, self.probe.reachable())
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self

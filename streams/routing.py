@@ -46,6 +46,9 @@ class Inbound:
     key: bytes | None
     value: bytes | None
     received_at: datetime
+    # `time.monotonic()` when the consumer handed the message over: its queue time runs from here to
+    # the start of its batch.
+    fetched_at: float
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,8 @@ class Outgoing:
 
 
 def outcome_of_topic(topics: TopicSettings) -> dict[str, str]:
-    """Output topic name -> the outcome label the metrics count it under."""
+    """Output topic name -> its kind of record: the label the metrics count it under, and what
+    `seqstream tail` decodes it as."""
     return {
         topics.fields: "fields",
         topics.review: "review",

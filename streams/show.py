@@ -5,25 +5,21 @@ from __future__ import annotations
 import msgspec
 
 from schemas.messages import AlertRecord, AuditRecord, DeadLetter, FieldRecord, ReviewRecord
+from streams.routing import outcome_of_topic
 from streams.settings import TopicSettings
 
+# By the kinds of `outcome_of_topic`.
 _decoders = {
     "fields": msgspec.json.Decoder(FieldRecord),
     "review": msgspec.json.Decoder(ReviewRecord),
-    "alerts": msgspec.json.Decoder(AlertRecord),
+    "alert": msgspec.json.Decoder(AlertRecord),
     "dead_letter": msgspec.json.Decoder(DeadLetter),
     "audit": msgspec.json.Decoder(AuditRecord),
 }
 
 
 def describe(topic: str, topics: TopicSettings, value: bytes) -> str:
-    kind = {
-        topics.fields: "fields",
-        topics.review: "review",
-        topics.alerts: "alerts",
-        topics.dead_letter: "dead_letter",
-        topics.audit: "audit",
-    }.get(topic)
+    kind = outcome_of_topic(topics).get(topic)
     if kind is None:
         return value.decode("utf-8", "replace")
     try:

@@ -19,16 +19,15 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from streams import metrics
+from streams.driver import BatchDriver, Consumed
 from streams.kafka_io import client_config
 from streams.operations_http import OperationsServer
 from streams.pipeline import Pipeline
 from streams.replication import Backoff
-from streams.routing import Inbound, Outgoing, outcome_of_topic
+from streams.routing import Inbound, Outgoing
 from streams.settings import Settings, transactional_id
 
 log = logging.getLogger(__name__)
@@ -82,7 +81,7 @@ class TransactionalWorker:
             }
         )
         self.producer = self._new_producer()
-        self.outcome_of = outcome_of_topic(settings.topics)
+        self.driver = BatchDriver(pipeline, settings.topics, settled="committed", writing="transaction")
         self.assigned: set[tuple[str, int]] = set()
         # While brokers are short (NOT_ENOUGH_REPLICAS) a batch fails to commit again and again:
         # a growing pause between tries instead of redoing it at once (streams/replication.py).
@@ -133,37 +132,28 @@ class TransactionalWorker:
         first = self.consumer.poll(1.0)
         if first is None:
             return []
+        first_fetched_at = time.monotonic()
         window_s = self.settings.batch.window_ms / 1000
         rest = self.consumer.consume(self.settings.batch.max_documents - 1, timeout=window_s)
-        received_at = datetime.now(UTC)
-        batch = []
-        for message in [first, *rest]:
+        rest_fetched_at = time.monotonic()
+        consumed = []
+        for message, fetched_at in [(first, first_fetched_at), *((m, rest_fetched_at) for m in rest)]:
             if message.error():
                 if message.error().code() != KafkaError._PARTITION_EOF:
                     log.warning("consumer: %s", message.error().str())
                 continue
-            batch.append(_inbound(message, received_at))
-        return batch
+            consumed.append(_consumed(message, fetched_at))
+        return self.driver.inbounds(consumed)
 
     def _process(self, batch: list[Inbound]) -> None:
         started = time.monotonic()
-        metrics.BATCH_DOCUMENTS.observe(len(batch))
-        outgoing = self.pipeline.process_batch(batch)
+        processed = self.driver.process(batch)
         produce_started = time.monotonic()
-        if not self._commit(batch, outgoing):
+        if not self._commit(batch, processed.outgoing):
             return
-        metrics.observe_stage("produce", time.monotonic() - produce_started)
-        metrics.count_outputs((self.outcome_of[o.topic], o.submitted_at) for o in outgoing)
-        metrics.INPUT_MESSAGES.inc(len(batch))
         # The transaction's own time (writes and commit, the model excluded) is what must stay well
-        # inside kafka.transaction_timeout_s; ops/RELIABILITY.md quotes it from this line.
-        log.info(
-            "batch of %d committed in %.0f ms (transaction %.0f ms): %d messages written",
-            len(batch),
-            (time.monotonic() - started) * 1000,
-            (time.monotonic() - produce_started) * 1000,
-            len(outgoing),
-        )
+        # inside kafka.transaction_timeout_s; ops/RELIABILITY.md quotes it from the batch's log line.
+        self.driver.delivered(processed, started, time.monotonic() - produce_started)
 
     def _commit(self, batch: list[Inbound], outgoing: list[Outgoing]) -> bool:
         """One transaction for the batch's records and offsets; False if it was aborted and rewound."""
@@ -273,12 +263,5 @@ def _within(seconds: float, call: Callable[[], None]) -> bool:
     return True
 
 
-def _inbound(message: Message, received_at: datetime) -> Inbound:
-    return Inbound(
-        topic=message.topic(),
-        partition=message.partition(),
-        offset=message.offset(),
-        key=message.key(),
-        value=message.value(),
-        received_at=received_at,
-    )
+def _consumed(message: Message, fetched_at: float) -> Consumed:
+    return Consumed(message.topic(), message.partition(), message.offset(), message.key(), message.value(), fetched_at)

@@ -18,9 +18,9 @@ import time
 
 import pytest
 
+from ops.worker_process import Accounting, OutputReader, WorkerProcess, isolated_settings, report, sample_messages
 from streams.kafka_io import produce_lines
 from streams.topics import create_topics
-from tests.worker_process import Accounting, OutputReader, WorkerProcess, isolated_settings, report, sample_messages
 
 pytestmark = pytest.mark.kafka
 

@@ -2,7 +2,7 @@
 can extract, must leave its memory bounded, let the lag grow and drain, and lose nothing.
 
 Size: 1,500 documents of 30,000 characters (~90 KB each, ~130 MB in all) published at once, the
-same code path as `seqstream bench soak --minutes 0 --burst 1500 --text-chars 30000`.
+same code path as `seqstream-ops bench soak --minutes 0 --burst 1500 --text-chars 30000`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from ops.soak import MIB, run_soak
-from tests.worker_process import isolated_settings, report
+from ops.worker_process import isolated_settings, report
 
 pytestmark = pytest.mark.kafka
 

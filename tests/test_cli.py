@@ -10,10 +10,10 @@ from click.testing import CliRunner
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from ops.samples import sample_documents
+from ops.worker_process import isolated_settings
 from streams.cli import cli
 from streams.settings import load_settings
 from streams.topics import create_topics
-from tests.worker_process import isolated_settings
 
 
 def test_environment_overrides_and_rejects_unknown_names() -> None:

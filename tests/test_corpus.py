@@ -8,11 +8,11 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from ops.cli import cli
 from ops.corpus import KINDS, generate_corpus, generate_document, read_truth
 from ops.corpus.generate import MAX_CHARS, MIN_CHARS, truth_path
 from schemas.decode import decode_document
 from schemas.field_sets import FIELD_SETS
-from streams.cli import cli
 
 COUNT = 200
 

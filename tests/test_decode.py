@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 
-from schemas.decode import MAX_LABELS, PROMPT_MARKERS, DocumentError, decode_document
+import schemas.decode
+from schemas.decode import PROMPT_MARKERS, DocumentError, decode_document
 from schemas.field_sets import FIELD_SET_TYPES, FIELD_SETS
-from schemas.messages import ErrorCode
+from schemas.messages import MAX_LABEL_CHARS, MAX_LABELS, ErrorCode
 
 LIMIT = 4096
 
@@ -39,6 +41,18 @@ BAD_INPUT = [
     ("duplicate labels", doc(labels=["甲方", "甲方"]), ErrorCode.INVALID_LABEL),
     ("label with the generation marker", doc(labels=["甲方[GEN]"]), ErrorCode.INVALID_LABEL),
     ("label not a string", doc(labels=[1]), ErrorCode.WRONG_TYPE),
+    ("labels not a list", doc(labels="甲方"), ErrorCode.WRONG_TYPE),
+    ("empty label", doc(labels=[""]), ErrorCode.INVALID_LABEL),
+    ("label with a leading space", doc(labels=[" 甲方"]), ErrorCode.INVALID_LABEL),
+    ("label too long", doc(labels=["字" * (MAX_LABEL_CHARS + 1)]), ErrorCode.INVALID_LABEL),
+    ("label with an ideographic space inside", doc(labels=["甲\u3000方"]), ErrorCode.INVALID_LABEL),
+    ("field_set not a string", doc(labels=..., field_set=5), ErrorCode.WRONG_TYPE),
+    ("submitted_at not a timestamp", doc(submitted_at="yesterday"), ErrorCode.INVALID_VALUE),
+    (
+        "metadata nested 2,000 deep",
+        b'{"doc_id": "d", "metadata": ' + b"[" * 2000 + b"]" * 2000 + b"}",
+        ErrorCode.WRONG_TYPE,
+    ),
     ("invalid utf-8", b'{"doc_id": "d-1", "text": "\xff\xfe bad", "labels": ["a"]}', ErrorCode.INVALID_UTF8),
     ("invalid utf-8 outside strings", b'\xff{"doc_id": "d-1"}', ErrorCode.INVALID_UTF8),
     ("over the size limit", doc(text="字" * LIMIT), ErrorCode.TOO_LARGE),
@@ -66,7 +80,39 @@ def test_bad_input_gets_its_code(case: str, raw: bytes | None, code: ErrorCode) 
     with pytest.raises(DocumentError) as caught:
         decode_document(raw, LIMIT)
     assert caught.value.code is code, caught.value.message
-    assert caught.value.message
+    # Said in words a sender can act on: a broken pattern is explained, not printed.
+    assert caught.value.message and "regex" not in caught.value.message
+
+
+def test_every_dead_letter_code_is_pinned() -> None:
+    # processing_failed is the pipeline's (tests/test_pipeline.py pins it); too_long needs a text
+    # beyond the byte limit used here (tests/test_windowed_engine.py pins it).
+    assert {code for *_, code in BAD_INPUT} == set(ErrorCode) - {ErrorCode.PROCESSING_FAILED, ErrorCode.TOO_LONG}
+
+
+@pytest.mark.parametrize(("case", "raw", "code"), BAD_INPUT, ids=[c[0] for c in BAD_INPUT])
+def test_codes_do_not_depend_on_msgspecs_wording(monkeypatch, case: str, raw: bytes | None, code: ErrorCode) -> None:
+    """The same codes when every validation error says something else entirely, as a msgspec
+    release that rewords its errors would."""
+
+    class RewordedDecoder:
+        def decode(self, value: bytes) -> object:
+            try:
+                return decoder.decode(value)
+            except msgspec.ValidationError:
+                raise msgspec.ValidationError("Object missing required field `text` - at `$.field_types`") from None
+
+    decoder = schemas.decode._decoder
+    monkeypatch.setattr(schemas.decode, "_decoder", RewordedDecoder())
+    with pytest.raises(DocumentError) as caught:
+        decode_document(raw, LIMIT)
+    assert caught.value.code is code, caught.value.message
+
+
+def test_an_unknown_field_set_names_the_known_ones() -> None:
+    with pytest.raises(DocumentError) as caught:
+        decode_document(doc(labels=..., field_set="horoscope"), LIMIT)
+    assert "horoscope" in caught.value.message and "job_ad" in caught.value.message
 
 
 def test_messages_carry_the_path_to_the_bad_field() -> None:

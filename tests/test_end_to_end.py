@@ -10,10 +10,10 @@ import msgspec
 import pytest
 
 from ops.samples import sample_documents
+from ops.worker_process import OutputReader, WorkerProcess, isolated_settings
 from schemas.messages import ErrorCode
 from streams.kafka_io import produce_lines
 from streams.topics import create_topics
-from tests.worker_process import OutputReader, WorkerProcess, isolated_settings
 
 pytestmark = pytest.mark.kafka
 SIZE_LIMIT = 16 * 1024

@@ -18,13 +18,13 @@ from datetime import UTC, datetime
 import pytest
 from confluent_kafka.admin import AclOperation, ResourcePatternType, ResourceType
 
+from ops.worker_process import Accounting, OutputReader, WorkerProcess, isolated_settings, report, sample_messages
 from streams.acls import worker_acl_bindings
 from streams.kafka_io import produce_lines
 from streams.routing import Inbound
 from streams.settings import load_settings, transactional_id
 from streams.topics import create_topics
 from streams.transactional import first_offsets, next_offsets
-from tests.worker_process import Accounting, OutputReader, WorkerProcess, isolated_settings, report, sample_messages
 
 pytestmark = pytest.mark.kafka
 
@@ -37,7 +37,7 @@ DOCUMENTS = 1000
 
 
 def _inbound(partition: int, offset: int) -> Inbound:
-    return Inbound("raw", partition, offset, None, b"{}", datetime.now(UTC))
+    return Inbound("raw", partition, offset, None, b"{}", datetime.now(UTC), time.monotonic())
 
 
 def test_a_batch_commits_one_past_its_last_offset_and_rewinds_to_its_first() -> None:

@@ -18,10 +18,7 @@ from datetime import UTC, datetime
 import msgspec
 import pytest
 
-from streams.kafka_io import produce_lines
-from streams.settings import Settings
-from streams.topics import create_topics
-from tests.worker_process import (
+from ops.worker_process import (
     Accounting,
     OutputReader,
     Outputs,
@@ -30,6 +27,9 @@ from tests.worker_process import (
     report,
     sample_messages,
 )
+from streams.kafka_io import produce_lines
+from streams.settings import Settings
+from streams.topics import create_topics
 
 pytestmark = pytest.mark.kafka
 

@@ -8,6 +8,7 @@ End to end: 320 seeded hostile messages through the real broker and `seqstream w
 from __future__ import annotations
 
 import base64
+import time
 from collections import Counter
 from datetime import UTC, datetime
 
@@ -17,14 +18,14 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
+from ops.hostile import hostile_messages, seeded_hostile_messages
+from ops.worker_process import OutputReader, WorkerProcess, isolated_settings, report
 from schemas.decode import salvage_doc_id
 from streams.kafka_io import produce_lines
 from streams.pipeline import Pipeline
 from streams.routing import Inbound
 from streams.settings import BatchSettings, Settings
 from streams.topics import create_topics
-from tests.hostile import hostile_messages, seeded_hostile_messages
-from tests.worker_process import OutputReader, WorkerProcess, isolated_settings, report
 
 LIMIT = 16 * 1024
 NOW = datetime(2026, 12, 2, tzinfo=UTC)
@@ -59,8 +60,8 @@ def _result_offsets(pipeline: Pipeline, out) -> Counter[int]:
 )
 @given(values=st.lists(hostile_messages(LIMIT), min_size=1, max_size=6))
 def test_every_hostile_message_gets_exactly_one_result(pipeline: Pipeline, values: list[bytes]) -> None:
-    batch = [Inbound("raw", 0, i, b"k", v, NOW) for i, v in enumerate(values)]
-    out = pipeline.process_batch(batch)
+    batch = [Inbound("raw", 0, i, b"k", v, NOW, time.monotonic()) for i, v in enumerate(values)]
+    out = pipeline.process_batch(batch).outgoing
     assert _result_offsets(pipeline, out) == Counter(range(len(values)))
     for o in out:
         if o.topic == pipeline.settings.topics.dead_letter:
@@ -70,10 +71,9 @@ def test_every_hostile_message_gets_exactly_one_result(pipeline: Pipeline, value
 
 def test_json_nested_thousands_deep_is_a_dead_letter_not_a_crash(pipeline: Pipeline) -> None:
     deep = b'{"doc_id": "deep", "text": "t", "metadata": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"
-    out = pipeline.process_batch(
-        [Inbound("raw", 0, 0, None, deep, NOW), Inbound("raw", 0, 1, None, b"[" * 50_000, NOW)]
-    )
-    assert [o.topic for o in out] == [pipeline.settings.topics.dead_letter] * 2
+    values = [deep, b"[" * 50_000]
+    out = pipeline.process_batch([Inbound("raw", 0, i, None, v, NOW, time.monotonic()) for i, v in enumerate(values)])
+    assert [o.topic for o in out.outgoing] == [pipeline.settings.topics.dead_letter] * 2
 
 
 @pytest.mark.kafka

@@ -22,7 +22,7 @@ from model.config import EngineSettings
 from model.grammar.mask import Constrainer, GrammarBatch
 from model.runner.fast import FastEngine
 from model.runner.loading import load_model
-from model.tiny import build_tiny_bloom
+from ops.tiny import build_tiny_bloom
 from ops.oracle import OracleBatch, OracleConstrainer
 from ops.samples import sample_documents
 from schemas.messages import Document

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 import msgspec
@@ -10,7 +11,9 @@ from model.answers.validate import Extraction
 from ops.samples import sample_documents
 from schemas.decode import decode_document
 from schemas.messages import AlertRecord, DeadLetter, ErrorCode, FieldRecord, Processing, ReviewRecord, Span
+from streams import metrics
 from streams.batching import Failed, run_isolated
+from streams.driver import BatchDriver, Consumed
 from streams.pipeline import Pipeline
 from streams.routing import Inbound, route_extraction
 from streams.settings import Settings
@@ -20,7 +23,9 @@ NOW = datetime(2026, 12, 2, tzinfo=UTC)
 
 
 def inbound(value: bytes | None, offset: int) -> Inbound:
-    return Inbound(topic="raw", partition=0, offset=offset, key=b"k", value=value, received_at=NOW)
+    return Inbound(
+        topic="raw", partition=0, offset=offset, key=b"k", value=value, received_at=NOW, fetched_at=time.monotonic()
+    )
 
 
 def settings_for(engine_settings) -> Settings:
@@ -48,7 +53,7 @@ def test_batch_with_bad_input_and_a_poisoned_document(reference_engine, engine_s
     good = [msgspec.json.encode(raw) for raw, _ in sample_documents(5, seed=11)]
     poison = msgspec.json.encode({"doc_id": "doc-poison", "text": "某某文本", "labels": ["甲方"]})
     batch = [inbound(v, i) for i, v in enumerate([*good[:2], b"not json", poison, *good[2:]])]
-    out = pipeline.process_batch(batch)
+    out = pipeline.process_batch(batch).outgoing
 
     t = settings.topics
     by_topic: dict[str, list[bytes]] = {}
@@ -72,8 +77,8 @@ def test_redelivered_document_yields_identical_records_outside_processing(refere
     settings = settings_for(engine_settings)
     pipeline = Pipeline(reference_engine, settings)
     value = msgspec.json.encode(next(iter(sample_documents(1, seed=5)))[0])
-    first = pipeline.process_batch([inbound(value, 0)])
-    second = pipeline.process_batch([inbound(value, 99)])
+    first = pipeline.process_batch([inbound(value, 0)]).outgoing
+    second = pipeline.process_batch([inbound(value, 99)]).outgoing
 
     def stable(out):
         return [(o.topic, o.key, msgspec.json.decode(o.value)) for o in out if o.topic != settings.topics.alerts]
@@ -100,3 +105,28 @@ def test_confident_grounded_extraction_goes_to_fields(reference_engine, engine_s
     assert out.topic == settings.topics.fields and out.key == document.doc_id.encode()
     record = msgspec.json.decode(out.value, type=FieldRecord)
     assert record.fields[label][0].text == document.text[:2] and record.model.engine == "reference"
+
+
+def test_the_pipeline_returns_what_it_measured_and_the_driver_reports_it(reference_engine, engine_settings) -> None:
+    settings = settings_for(engine_settings)
+    driver = BatchDriver(Pipeline(reference_engine, settings), settings.topics)
+    good = msgspec.json.encode(next(iter(sample_documents(1, seed=5)))[0])
+    # Fetched two seconds before its batch started: its queue time, whichever driver fetched it.
+    waited = Consumed("raw", 0, 0, b"k", good, time.monotonic() - 2.0)
+    [first, bad] = driver.inbounds([waited, Consumed("raw", 0, 1, b"k", b"not json", time.monotonic())])
+    assert first.fetched_at == waited.fetched_at and first.received_at == bad.received_at
+    tokens_before = metrics.REGISTRY.get_sample_value("seqstream_generated_tokens_total")
+    queued_before = metrics.REGISTRY.get_sample_value("seqstream_stage_seconds_count", {"stage": "queue"})
+
+    processed = driver.process([first, bad])
+
+    measured = processed.measured
+    assert measured.documents == 2 and len(measured.queue_s) == 1 and measured.queue_s[0] >= 2.0
+    assert measured.generated_tokens > 0 and measured.model_timings is not None and measured.serialise_s is not None
+    t = settings.topics
+    [record] = [msgspec.json.decode(o.value) for o in processed.outgoing if o.topic in (t.fields, t.review)]
+    assert record["processing"]["timings"]["queue_ms"] == measured.queue_s[0] * 1000
+    tokens_after = metrics.REGISTRY.get_sample_value("seqstream_generated_tokens_total")
+    assert tokens_after - tokens_before == measured.generated_tokens
+    queued_after = metrics.REGISTRY.get_sample_value("seqstream_stage_seconds_count", {"stage": "queue"})
+    assert queued_after - queued_before == 1

@@ -23,11 +23,11 @@ from confluent_kafka.admin import AclOperation, AdminClient, ResourceType
 from ops.kafka.launcher import KafkaBroker
 from ops.kafka.secure import SUPER_USER, TlsFiles, make_certificates, secure_broker
 from ops.samples import sample_documents
+from ops.worker_process import OutputReader, WorkerProcess, isolated_settings
 from streams.acls import allow
 from streams.cli import cli
 from streams.kafka_io import client_config, produce_lines
 from streams.settings import Settings
-from tests.worker_process import OutputReader, WorkerProcess, isolated_settings
 
 pytestmark = pytest.mark.kafka
 

@@ -1,4 +1,4 @@
-"""Generated Chinese business documents with ground truth: `seqstream corpus generate`."""
+"""Generated Chinese business documents with ground truth: `seqstream-ops corpus generate`."""
 
 from ops.corpus.generate import KINDS, GeneratedDocument, generate_corpus, generate_document, read_truth, write_corpus
 

@@ -1,5 +1,6 @@
 """A `seqstream worker` as a child process, and a reader that gathers what it wrote; for the
-end-to-end tests, which must see the real CLI, the real Faust app and the real broker at work.
+end-to-end tests, which must see the real CLI, the real Faust app and the real broker at work, and
+for the pipeline benchmark and the soak, which measure that same worker.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from transformers import BloomForCausalLM, PreTrainedTokenizerBase, PreTrainedTo
 from model.answers.parse import format_extraction
 from model.answers.prompt import build_prompt, encode_prompts, prompt_chunks
 from model.runner.loading import MANIFEST
-from model.tiny import init_tiny_bloom, train_char_tokenizer, train_tokenizer
+from ops.tiny import init_tiny_bloom, train_char_tokenizer, train_tokenizer
 from schemas.messages import Document
 
 RECIPE_VERSION = 1
@@ -52,7 +52,7 @@ class Recipe:
     n_head: int = 4
     labels_per_prompt: int = 6
     max_input_tokens: int = 1024
-    # "bpe": byte-level BPE trained on the prompts; "char": one token per character (model/tiny.py).
+    # "bpe": byte-level BPE trained on the prompts; "char": one token per character (ops/tiny.py).
     tokenizer: str = "bpe"
     # Background documents (`train_bloom`'s `background`) added to each step's batch, each seen once:
     # a model that has read many documents has a broad prior over values, so where it cannot place

@@ -1,8 +1,8 @@
-"""`seqstream demo`: the whole product on one machine, with sample documents and their results.
+"""`seqstream-ops demo`: the whole product on one machine, with sample documents and their results.
 
 It starts what is missing (a local Apache Kafka broker unless one is configured, a worker process),
 publishes sample documents plus a few malformed messages, and prints every record they produced.
-The samples are full-length documents from the corpus generator (`seqstream corpus generate`), the
+The samples are full-length documents from the corpus generator (`seqstream-ops corpus generate`), the
 kind the demo model was trained on, from a seed neither its training nor its evaluation used, and
 one long contract that the model reads in two windows (`long_sample`).
 """

@@ -33,14 +33,7 @@ def train_tokenizer(corpus: Iterable[str], vocab_size: int) -> PreTrainedTokeniz
         show_progress=False,
     )
     tokenizer.train_from_iterator(corpus, trainer=trainer)
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
-        unk_token="<unk>",
-        bos_token="<s>",
-        eos_token="</s>",
-        pad_token="<pad>",
-        padding_side="left",
-    )
+    return _as_bloom_tokenizer(tokenizer)
 
 
 def train_char_tokenizer(corpus: Iterable[str]) -> PreTrainedTokenizerFast:
@@ -58,6 +51,11 @@ def train_char_tokenizer(corpus: Iterable[str]) -> PreTrainedTokenizerFast:
         vocab.setdefault(char, len(vocab))
     tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>", byte_fallback=True))
     tokenizer.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Fuse()])
+    return _as_bloom_tokenizer(tokenizer)
+
+
+def _as_bloom_tokenizer(tokenizer: Tokenizer) -> PreTrainedTokenizerFast:
+    """With BLOOM's special tokens and SeqGPT's left padding."""
     return PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         unk_token="<unk>",

@@ -1,0 +1,250 @@
+"""`seqstream-ops ...`: the tooling around the product: the demo, generated corpora, the accuracy table,
+benchmarks and the soak, demo-model training.
+
+It imports the product (`streams`, `model`, `schemas`); the product never imports it. Its extra
+dependencies (faker, matplotlib) come with `pip install 'seqstream[tools]'`; a worker needs none of them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from streams.cli import configure, engine_for, settings_options
+
+# Third-party packages only the tooling uses: the `tools` extra in pyproject.toml.
+TOOLS_EXTRA = ("faker", "matplotlib")
+
+train_dir_option = click.option(
+    "--train-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Checkpoints and snapshots of `demo-model build` (default: ~/.cache/seqstream/demo-train).",
+)
+
+
+@click.group()
+@settings_options
+@click.pass_context
+def cli(ctx: click.Context, bootstrap: str | None, model_path: str | None) -> None:
+    """SeqStream's tooling: demo, corpora, accuracy, benchmarks, demo model."""
+    ctx.obj = configure(bootstrap, model_path)
+
+
+@cli.group()
+def bench() -> None:
+    """Measurements on a real broker and worker processes (each prints what it measured)."""
+
+
+@bench.command("soak")
+@click.option("--minutes", type=float, default=10.0, show_default=True, help="How long to publish at --rate.")
+@click.option("--burst", type=int, default=2000, show_default=True, help="Documents published at once first.")
+@click.option("--rate", type=float, default=20.0, show_default=True, help="Documents per second after the burst.")
+@click.option("--text-chars", type=int, default=2000, show_default=True, help="Characters of text per document.")
+@click.option("--sample-s", type=float, default=10.0, show_default=True, help="Seconds between samples.")
+@click.option("--drain-timeout", type=float, default=600.0, show_default=True, help="Seconds allowed to drain.")
+@click.option("--log", "log_path", type=click.Path(dir_okay=False, path_type=Path), default=Path("var/soak/worker.log"))
+@click.pass_context
+def bench_soak(
+    ctx: click.Context,
+    minutes: float,
+    burst: int,
+    rate: float,
+    text_chars: int,
+    sample_s: float,
+    drain_timeout: float,
+    log_path: Path,
+) -> None:
+    """Flood a worker of its own: throughput, lag and RSS over time, then every document accounted for."""
+    from ops.soak import run_soak
+
+    result = run_soak(
+        ctx.obj,
+        minutes=minutes,
+        burst=burst,
+        rate=rate,
+        text_chars=text_chars,
+        sample_s=sample_s,
+        drain_timeout_s=drain_timeout,
+        log_path=log_path,
+        echo=click.echo,
+    )
+    if result.lost or not result.worker_alive:
+        raise click.ClickException(f"{result.lost} documents not answered; worker alive: {result.worker_alive}")
+
+
+@cli.command()
+@click.option("--documents", type=int, default=20, help="How many sample documents to publish.")
+@click.option("--keep-running", is_flag=True, help="Leave broker and worker running after showing results.")
+@click.pass_context
+def demo(ctx: click.Context, documents: int, keep_running: bool) -> None:
+    """Start everything on this machine (broker, topics, worker), publish samples, show the results."""
+    from ops.demo import run_demo
+
+    run_demo(ctx.obj, documents=documents, keep_running=keep_running)
+
+
+@bench.command("pipeline")
+@click.option("--documents", type=int, default=64, show_default=True, help="Corpus size per run.")
+@click.option("--max-new-tokens", type=int, default=32, show_default=True)
+@click.option("--batch-sizes", default="1,4,16,32", show_default=True, help="Burst runs; 1 is the naive design.")
+@click.option("--windows-ms", default="5,50,200", show_default=True, help="Paced runs at --window-batch.")
+@click.option("--window-batch", type=int, default=32, show_default=True)
+@click.option("--rate", type=float, default=None, help="Paced arrival rate, docs/s (default: half the burst rate).")
+@click.option("--hidden-size", type=int, default=256, show_default=True, help="Of the random BLOOM model built.")
+@click.option("--layers", type=int, default=4, show_default=True)
+@click.option(
+    "--engine",
+    type=click.Choice(["reference", "fast"]),
+    default="reference",
+    show_default=True,
+    help="For every run; reference is transformers' generate(), what the naive design calls.",
+)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("ops/bench"))
+@click.pass_context
+def bench_pipeline(
+    ctx: click.Context,
+    documents: int,
+    max_new_tokens: int,
+    batch_sizes: str,
+    windows_ms: str,
+    window_batch: int,
+    rate: float | None,
+    hidden_size: int,
+    layers: int,
+    engine: str,
+    out_dir: Path,
+) -> None:
+    """Throughput, latency percentiles and stage breakdown; micro-batched beside naive; PNG plots."""
+    import os
+
+    from ops.bench_pipeline import BenchPlan, report_markdown, run_benchmark
+
+    plan = BenchPlan(
+        documents=documents,
+        max_new_tokens=max_new_tokens,
+        batch_sizes=tuple(int(x) for x in batch_sizes.split(",") if x),
+        windows_ms=tuple(float(x) for x in windows_ms.split(",") if x),
+        window_batch=window_batch,
+        rate_per_s=rate,
+        hidden_size=hidden_size,
+        n_layer=layers,
+        engine=engine,
+    )
+    # A broker named anywhere (option or environment) is used; otherwise the benchmark starts its own.
+    configured = ctx.find_root().params.get("bootstrap") or "SEQSTREAM_KAFKA__BOOTSTRAP_SERVERS" in os.environ
+    bootstrap = ctx.obj.kafka.bootstrap_servers if configured else None
+    summary = run_benchmark(plan, out_dir, bootstrap, echo=click.echo)
+    click.echo(report_markdown(summary))
+    for path in summary["plots"]:
+        click.echo(f"wrote {path}")
+
+
+@cli.group()
+def corpus() -> None:
+    """Generated documents with ground truth."""
+
+
+@corpus.command("generate")
+@click.option("--count", type=int, default=100, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--noise", type=float, default=0.0, show_default=True, help="OCR-style noise per character.")
+@click.option("--long", "long_documents", is_flag=True, help="3,000-30,000 characters: contracts, news, medical.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True)
+def corpus_generate(count: int, seed: int, noise: float, long_documents: bool, output: Path) -> None:
+    """Write FILE.jsonl (raw documents) and FILE.truth.jsonl (their ground truth)."""
+    from ops.corpus.generate import generate_corpus, truth_path, write_corpus
+
+    written = write_corpus(output, generate_corpus(count, seed, noise, long=long_documents))
+    click.echo(f"wrote {written} documents to {output} and their ground truth to {truth_path(output)}")
+
+
+@cli.command("eval")
+@click.argument("file", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="The corpus (or FILE).")
+@click.option("--model", "model_path", help="Model directory or hub id (overrides the global --model).")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Also write the table.")
+@click.option(
+    "--systems",
+    "names",
+    default=None,
+    help="Comma-separated columns to run (default all): product, head only, unconstrained, regex baseline.",
+)
+@click.pass_context
+def eval_accuracy(
+    ctx: click.Context,
+    file: Path | None,
+    data: Path | None,
+    model_path: str | None,
+    json_out: Path | None,
+    names: str | None,
+) -> None:
+    """Score the engine and its baselines on a generated corpus (FILE.jsonl and its FILE.truth.jsonl)."""
+    import msgspec
+
+    from ops.eval_table import as_json, compare, format_table, systems
+
+    corpus = data or file
+    if corpus is None:
+        raise click.UsageError("give the corpus as FILE or --data FILE")
+    settings = ctx.obj
+    model = msgspec.structs.replace(settings.model, path=model_path) if model_path else settings.model
+    wanted = [n.strip() for n in names.split(",")] if names else None
+    engines = systems(
+        model, lambda engine_settings: engine_for(msgspec.structs.replace(settings, model=engine_settings)), wanted
+    )
+    reports = compare(engines, corpus, settings.batch.max_documents)
+    click.echo(format_table(reports))
+    if json_out:
+        json_out.write_text(json.dumps(as_json(reports, corpus), indent=2, ensure_ascii=False) + "\n")
+
+
+@cli.group("demo-model")
+def demo_model() -> None:
+    """Train and export the shipped demo model (model/demo/)."""
+
+
+@demo_model.command("build")
+@train_dir_option
+@click.option("--stop-after", type=float, default=None, help="Seconds to train in this run; rerun to resume.")
+@click.option("--steps", type=int, default=None, help="Train to this step (default: the plan's).")
+def demo_model_build(train_dir: Path | None, stop_after: float | None, steps: int | None) -> None:
+    """Train the demo model from its seed, resuming from the last checkpoint if there is one.
+
+    --steps beyond the plan's end continues a finished run with a new cosine to that step (recorded
+    in the manifest's `schedule`)."""
+    from dataclasses import replace
+
+    from ops.demo_model import DEMO_PLAN, TRAIN_DIR, build
+
+    plan = replace(DEMO_PLAN, recipe=replace(DEMO_PLAN.recipe, steps=steps)) if steps else DEMO_PLAN
+    snapshot = build(plan, train_dir or TRAIN_DIR, log=click.echo, stop_after_s=stop_after)
+    click.echo(f"snapshot: {snapshot}; `seqstream-ops demo-model export` evaluates and ships the best")
+
+
+@demo_model.command("export")
+@train_dir_option
+@click.option("--documents", type=int, default=1000, show_default=True, help="Held-out documents to evaluate on.")
+@click.option("--candidates", type=int, default=2, show_default=True, help="How many of the last snapshots to try.")
+def demo_model_export(train_dir: Path | None, documents: int, candidates: int) -> None:
+    """Evaluate the latest snapshots on a held-out corpus and ship the best to model/demo/."""
+    from ops.demo_model import TRAIN_DIR, export_best
+
+    shipped, table = export_best(train_dir or TRAIN_DIR, documents, candidates, log=click.echo)
+    click.echo(table)
+    click.echo(f"exported to {shipped}")
+
+
+def main() -> None:
+    try:
+        cli(prog_name="seqstream-ops")
+    except ModuleNotFoundError as exc:
+        if exc.name not in TOOLS_EXTRA:
+            raise
+        raise SystemExit(f"seqstream-ops needs {exc.name}: pip install 'seqstream[tools]'") from None
+
+
+if __name__ == "__main__":
+    main()
