@@ -15,10 +15,10 @@ from model.engine import Engine
 from model.runner.loading import DEMO_MODEL_DIR
 from model.windows.merge import WindowedExtraction
 from model.windows.split import WindowSettings
+from ops.demo import long_sample
 from ops.samples import sample_documents
 from schemas.decode import decode_document
 from schemas.messages import AuditRecord, DeadLetter, ErrorCode, FieldRecord, ReviewCode, ReviewRecord
-from streams.demo import long_sample
 from streams.pipeline import Pipeline
 from streams.routing import Inbound
 from streams.settings import BatchSettings, Settings, WorkerSettings
