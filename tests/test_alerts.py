@@ -110,6 +110,9 @@ def _alerts_topic(kafka_bootstrap: str) -> tuple[dict[str, str], list[bytes]]:
         "SEQSTREAM_KAFKA__BOOTSTRAP_SERVERS": kafka_bootstrap,
         "SEQSTREAM_TOPICS__ALERTS": f"t{uuid.uuid4().hex[:8]}.alerts",
         "SEQSTREAM_TOPICS__PARTITIONS": "1",
+        # One development broker: one replica, one in sync (the defaults suit a three-broker cluster).
+        "SEQSTREAM_TOPICS__REPLICATION_FACTOR": "1",
+        "SEQSTREAM_TOPICS__MIN_INSYNC_REPLICAS": "1",
     }
     settings = load_settings(env)
     create_topics(settings)
