@@ -10,10 +10,10 @@ from click.testing import CliRunner
 
 from ops.accuracy import evaluate_file
 from ops.baseline import RuleEngine, find_values
+from ops.cli import cli
 from ops.corpus import generate_corpus, write_corpus
 from ops.eval_table import BASELINE, PRODUCT, compare, format_table
 from schemas.decode import decode_document
-from streams.cli import cli
 
 
 def test_baseline_finds_values_as_spans_of_the_text_and_never_asks_for_review(tmp_path: Path) -> None:

@@ -8,11 +8,11 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from model.windows.split import split_text
+from ops.cli import cli
 from ops.corpus import generate_corpus, write_corpus
 from ops.corpus.long import MAX_LONG_CHARS, MIN_LONG_CHARS
 from ops.eval_table import HEAD_ONLY, PRODUCT
 from schemas.field_sets import SINGLE_VALUE_LABELS
-from streams.cli import cli
 
 
 def test_long_documents_have_their_values_everywhere_including_across_window_cuts() -> None:
