@@ -24,7 +24,7 @@ class PoisonedEngine(ReferenceEngine):
         return super().extract(docs)
 
 
-def build_poisoned_engine(settings: EngineSettings) -> Engine:
+def build_poisoned_engine(settings: EngineSettings, windows: object = None) -> Engine:
     from model.runner.loading import load_model
 
     return PoisonedEngine(load_model(settings), settings)

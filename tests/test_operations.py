@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 
+from model.answers.prompt import chunk_labels
 from ops.samples import sample_documents
 from ops.worker_process import OutputReader, Outputs, WorkerProcess, free_port, http_get, isolated_settings
 from schemas.messages import AuditRecord
@@ -196,4 +197,4 @@ def test_audit_trail_matches_the_records_it_explains(processed: ProcessedRun) ->
 
 
 def _chunks(labels: list[str], size: int = 6) -> list[list[str]]:
-    return [labels[i : i + size] for i in range(0, len(labels), size)]
+    return [list(c) for c in chunk_labels(labels, size)]

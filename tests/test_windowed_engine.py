@@ -62,7 +62,7 @@ def test_every_span_of_a_windowed_document_reads_its_text_at_its_offsets(windowe
 
 
 def inbound(value: bytes, offset: int) -> Inbound:
-    return Inbound(topic="raw", partition=0, offset=offset, key=b"k", value=value, received_at=NOW)
+    return Inbound(topic="raw", partition=0, offset=offset, key=b"k", value=value, received_at=NOW, fetched_at=0.0)
 
 
 def test_records_say_how_the_document_was_read_and_a_too_long_one_is_a_dead_letter(windowed, engine_settings) -> None:
@@ -77,7 +77,7 @@ def test_records_say_how_the_document_was_read_and_a_too_long_one_is_a_dead_lett
     too_long = {"doc_id": "too-long", "text": "合同条款。" * 700, "field_set": "contract"}
     short = {"doc_id": "short", "text": samples[5][:60], "labels": ["甲方", "乙方"]}
     values = [msgspec.json.encode(d) for d in (long_doc, too_long, short)]
-    out = pipeline.process_batch([inbound(v, i) for i, v in enumerate(values)])
+    out = pipeline.process_batch([inbound(v, i) for i, v in enumerate(values)]).outgoing
     topics = pipeline_settings.topics
     [dead] = [msgspec.json.decode(o.value, type=DeadLetter) for o in out if o.topic == topics.dead_letter]
     assert dead.error_code is ErrorCode.TOO_LONG and dead.doc_id == "too-long"
