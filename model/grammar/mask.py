@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from model.grammar.literal import ChunkTable, build_chunk_table
+from model.grammar.literal import ChunkTable, build_chunk_table, pad_steps
 from model.grammar.source import CHECKED_TYPES, UNLIMITED, SourceTables, entries, prepare_source, reach
 from model.grammar.token_bytes import TokenBytes
 from model.grammar.vocab import VocabIndex, member
@@ -192,8 +192,6 @@ class GrammarBatch:
         self.first = np.searchsorted(match_pos, np.arange(total + 1))
         self.match_key = match_pos * (size + 1) + self.match_tok
         # Literal tables, states concatenated.
-        from model.grammar.literal import pad_steps
-
         state_offsets = np.concatenate([[0], np.cumsum([len(c.steps) for c in chunk_list])]).astype(np.int64)
         self.lit_tok, self.lit_next, self.lit_done, self.lit_need = pad_steps(chunk_list, size)
         self.eos_kind = np.array([e for c in chunk_list for e in c.eos], dtype=np.int64)

@@ -26,8 +26,8 @@ TAB_BYTE = 9
 SHORT = 9
 
 
-def rolling_hash(data: bytes, seed: int = 0) -> np.uint64:
-    h = np.uint64(seed)
+def rolling_hash(data: bytes) -> np.uint64:
+    h = np.uint64(0)
     with np.errstate(over="ignore"):
         for b in data:
             h = h * HASH_BASE + np.uint64(b + 1)
