@@ -27,40 +27,76 @@ class StepSignals:
     drafted: torch.Tensor | None = None
 
 
-def greedy_choice(logits: torch.Tensor) -> torch.Tensor:
-    # torch.argmax returns the first maximal index, so ties go to the lowest token id.
-    return logits.argmax(dim=-1)
+SignalTensors = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+# Below this, the legal tokens' share of the full distribution has underflowed in fp32.
+TINY_MASS = 1e-30
 
 
-def step_signals(logits: torch.Tensor, k: int, unmasked: torch.Tensor | None = None) -> StepSignals:
-    """Choice, probabilities and alternatives from `logits` (masked, when decoding is constrained);
-    the entropy from `unmasked`, the model's full distribution, when given: the alarm is about how
-    unsure the model is, which the mask would hide (a forced step has entropy 0).
+def step_signals(logits: torch.Tensor, k: int, legal: torch.Tensor | None = None) -> StepSignals:
+    """Choice, probability and alternatives among the `legal` tokens ([B, V] bool; all when None),
+    and the entropy of the model's full distribution: the alarm is about how unsure the model is,
+    which the mask would hide (a forced step has entropy 0)."""
+    return StepSignals(*signal_tensors(logits, legal, k))
 
-    Over a vocabulary of 250,880 every pass over [B, V] counts: a standalone `exp` of it costs 3-4x
-    a fused softmax on the CPU, so probabilities are exponentiated only for the k + 1 kept entries.
+
+def signal_tensors(logits: torch.Tensor, legal: torch.Tensor | None, k: int) -> SignalTensors:
+    """`step_signals` as plain tensors (chosen, prob, entropy, top ids, top probs), one function the
+    fast engine compiles where it compiles its decode step: the mask and every signal fuse into a
+    few reads of [B, V].
+
+    Over a vocabulary of 250,880 each pass over [B, V] counts, so the full distribution is
+    normalised once: the masked probabilities are the full ones divided by the legal tokens'
+    share, and choice and runners-up come from one top-k of the masked logits.
     """
-    full = unmasked is None or unmasked is logits
-    logits = logits.float()
-    log_probs = torch.log_softmax(logits, dim=-1)
-    chosen = greedy_choice(logits)
-    top_log_probs, top_ids = log_probs.topk(min(k + 1, log_probs.shape[-1]), dim=-1)
-    return StepSignals(
-        chosen=chosen,
-        prob=log_probs.gather(-1, chosen[:, None])[:, 0].exp(),
-        entropy=entropy(logits, log_probs) if full else entropy(unmasked),
-        top_ids=top_ids,
-        top_probs=top_log_probs.exp(),
+    x = logits.float()
+    log_probs = torch.log_softmax(x, dim=-1)
+    probs = log_probs.exp()
+    # log_softmax is finite where logits are, so p log p needs no guard for p = 0.
+    entropy = -torch.linalg.vecdot(probs, log_probs)
+    masked = x if legal is None else x.masked_fill(~legal, float("-inf"))
+    top_x, top_ids = masked.topk(min(k + 1, x.shape[-1]), dim=-1)
+    chosen = _lowest_of_ties(masked, top_x, top_ids)
+    # Rows with fewer legal tokens than k + 1 fill the top-k with masked ones: probability 0.
+    top_log_probs = log_probs.gather(-1, top_ids).masked_fill(top_x == float("-inf"), float("-inf"))
+    chosen_log_prob = log_probs.gather(-1, chosen[:, None])[:, 0]
+    if legal is None:
+        return chosen, chosen_log_prob.exp(), entropy, top_ids, top_log_probs.exp()
+    log_mass = _log_legal_mass(legal, probs, log_probs)
+    return (
+        chosen,
+        (chosen_log_prob - log_mass).exp(),
+        entropy,
+        top_ids,
+        (top_log_probs - log_mass[:, None]).exp(),
     )
 
 
-def entropy(logits: torch.Tensor, log_probs: torch.Tensor | None = None) -> torch.Tensor:
-    """-sum p log p over the last dimension; `log_probs`, if the caller has them, saves a pass."""
-    logits = logits.float()
-    if log_probs is None:
-        log_probs = torch.log_softmax(logits, dim=-1)
-    # The clamp makes p = 0 entries (masked to -inf) contribute 0 instead of 0 * -inf = nan.
-    return -torch.linalg.vecdot(torch.softmax(logits, dim=-1), log_probs.clamp_min(torch.finfo(log_probs.dtype).min))
+def _lowest_of_ties(masked: torch.Tensor, top_x: torch.Tensor, top_ids: torch.Tensor) -> torch.Tensor:
+    """The greedy choice, ties to the lowest token id (what argmax gives), from the top-k: top-k
+    returns ties in no promised order, and a plain argmax over [B, V] costs a pass of its own."""
+    tie = top_x == top_x[:, :1]
+    chosen = torch.where(tie, top_ids, masked.shape[-1]).amin(-1)
+    # Only if every kept entry ties may a lower id lie outside them.
+    spill = tie.all(-1)
+    if torch.compiler.is_compiling():
+        return torch.where(spill, masked.argmax(-1), chosen)
+    if bool(spill.any()):
+        chosen[spill] = masked[spill].argmax(-1)
+    return chosen
+
+
+def _log_legal_mass(legal: torch.Tensor, probs: torch.Tensor, log_probs: torch.Tensor) -> torch.Tensor:
+    """log of the legal tokens' share of the full distribution; taken from the log-probabilities
+    for rows where the model puts so little on every legal token that the sum underflows."""
+    mass = torch.where(legal, probs, 0.0).sum(-1)
+    if torch.compiler.is_compiling():
+        exact = torch.logsumexp(log_probs.masked_fill(~legal, float("-inf")), -1)
+        return torch.where(mass > TINY_MASS, mass.log(), exact)
+    log_mass = mass.log()
+    low = mass <= TINY_MASS
+    if bool(low.any()):
+        log_mass[low] = torch.logsumexp(log_probs[low].masked_fill(~legal[low], float("-inf")), -1)
+    return log_mass
 
 
 @dataclass

@@ -157,12 +157,12 @@ def test_end_of_sequence_waits_for_every_label(random_model) -> None:
     [row] = constrainer.rows("甲方：王伟，乙方：李娜。", [("甲方", "乙方")])
     batch = constrainer.batch([row])
     for token in tokenizer("甲方: 王伟\n乙方: None", add_special_tokens=False)["input_ids"]:
-        masked, _ = batch.apply(torch.zeros(1, len(tokenizer)))
-        assert masked[0, token] == 0, tokenizer.decode([token])
-        assert masked[0, tokenizer.eos_token_id] == float("-inf")
+        legal, _ = batch.legal(torch.zeros(1, len(tokenizer)))
+        assert legal[0, token], tokenizer.decode([token])
+        assert not legal[0, tokenizer.eos_token_id]
         batch.advance(torch.tensor([token]))
-    masked, _ = batch.apply(torch.zeros(1, len(tokenizer)))
-    assert masked[0, tokenizer.eos_token_id] == 0
+    legal, _ = batch.legal(torch.zeros(1, len(tokenizer)))
+    assert legal[0, tokenizer.eos_token_id]
 
 
 def test_a_typed_value_may_not_start_on_half_a_character_it_cannot_become() -> None:

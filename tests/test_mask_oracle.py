@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 import msgspec
 import pytest
-import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -43,17 +42,17 @@ class CheckingBatch:
     def __init__(self, new: GrammarBatch, old: OracleBatch, texts: list[str | None], seen: Differences) -> None:
         self.new, self.old, self.texts, self.seen = new, old, texts, seen
 
-    def apply(self, logits, which=None):
-        masked, forced = self.new.apply(logits, which)
-        expected, _ = self.old.apply(logits, which)
+    def legal(self, logits, which=None):
+        legal, forced = self.new.legal(logits, which)
+        expected, _ = self.old.legal(logits, which)
         rows = range(logits.shape[0]) if which is None else which
         for i, r in enumerate(rows):
-            a = torch.isfinite(masked[i]).nonzero().flatten().tolist()
-            b = torch.isfinite(expected[i]).nonzero().flatten().tolist()
+            a = legal[i].nonzero().flatten().tolist()
+            b = expected[i].nonzero().flatten().tolist()
             self.seen.compared += 1
             if a != b and r < len(self.texts):
                 self.seen.found.append((self.texts[r] or "", a, b))
-        return masked, forced
+        return legal, forced
 
     def advance(self, chosen, which=None) -> None:
         self.new.advance(chosen, which)

@@ -276,8 +276,9 @@ class GrammarBatch:
         return bool(self.state.ended.all())
 
     # ------------------------------------------------------------------ masking
-    def apply(self, logits: torch.Tensor, which: Sequence[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """The masked logits, and per row whether exactly one token was legal (a forced step).
+    def legal(self, logits: torch.Tensor, which: Sequence[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Which tokens each row may take ([rows, V] bool, on the logits' device), and per row whether
+        exactly one was legal (a forced step); the logits give the shape and device, not values.
         `which`, if given, names the batch row each of `logits`' rows is (a draft's verification
         masks only the rows still verifying); rows without a grammar (padding) are left free."""
         started = time.perf_counter()
@@ -311,10 +312,9 @@ class GrammarBatch:
             full = torch.ones(logits.shape, dtype=torch.bool, device=device)
             full[torch.from_numpy(np.flatnonzero(inside)).to(device)] = legal
             legal = full
-        masked = torch.where(legal, logits, float("-inf"))
         forced = torch.from_numpy(all_forced).to(device)
         self.seconds += time.perf_counter() - started
-        return masked, forced
+        return legal, forced
 
     def _forced(self, n: int, rows, toks, glue_rows, glue_ids) -> np.ndarray:
         """Per row, whether exactly one token id is legal (from the host's lists: no pass over the mask)."""

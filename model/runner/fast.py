@@ -20,9 +20,9 @@ from model.engine import ExtractionFlow, Prepared, decode_settings, ms_since
 from model.grammar.mask import RowGrammar
 from model.runner.attention import make_attention, pick_backend
 from model.runner.bloom import MIN_GEMM_ROWS, Bloom
-from model.runner.generate import decode_n_tokens, decode_with_drafts, make_decode_one_token, prefill
+from model.runner.generate import Decoding, decode_n_tokens, decode_with_drafts, make_decode_one_token, prefill
 from model.runner.loading import LoadedModel
-from model.signals import Generation, collect_generations, cut
+from model.signals import Generation, collect_generations, cut, signal_tensors
 from schemas.messages import ModelInfo, Timings
 
 LENGTH_BUCKET = 64
@@ -79,6 +79,7 @@ class FastEngine(ExtractionFlow):
         if compile_decode is None:
             compile_decode = settings.compile == "on" or (settings.compile == "auto" and self.device.type == "cuda")
         self.compiled = compile_decode
+        self.signals = signal_tensors
         self.drafts = settings.copy_draft == "on" or (settings.copy_draft == "auto" and self.device.type == "cuda")
         step = make_decode_one_token(self.attend)
         if self.compiled:
@@ -86,6 +87,9 @@ class FastEngine(ExtractionFlow):
             torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
             mode = "reduce-overhead" if self.device.type == "cuda" else None
             step = torch.compile(step, mode=mode, fullgraph=True)
+            # Mask and signals in a few fused kernels; the rows vary (a draft's verification masks
+            # only the rows still verifying), so one graph for any number of them.
+            self.signals = torch.compile(signal_tensors, dynamic=True)
         self.decode_step = step
         # Batches through the model (prefills and decode steps), a running count for benchmarks.
         self.forward_passes = 0
@@ -190,33 +194,22 @@ class FastEngine(ExtractionFlow):
                 [f for d in docs for f in (d.fed or [[]] * len(d.prompts))],
             )
         self.forward_passes += len(logits) - 1 + (1 if any(d.shared for d in docs) else 0)
+        decoding = Decoding(
+            self.model,
+            self.attend,
+            self.decode_step,
+            self.eos_id,
+            self.settings.top_alternatives,
+            max_new_tokens,
+            constraint,
+            self.signals,
+        )
         if self.drafts and observe is None:
             steps, passes, row_passes = decode_with_drafts(
-                self.model,
-                self.attend,
-                torch.cat(logits),
-                ends,
-                max_new_tokens,
-                self.eos_id,
-                self.settings.top_alternatives,
-                padding,
-                constraint,
-                [p for _, p in rows],
-                self.settings.draft_tokens,
+                decoding, torch.cat(logits), ends, padding, [p for _, p in rows], self.settings.draft_tokens
             )
         else:
-            steps = decode_n_tokens(
-                self.model,
-                self.decode_step,
-                torch.cat(logits),
-                ends,
-                max_new_tokens,
-                self.eos_id,
-                self.settings.top_alternatives,
-                padding,
-                observe,
-                constraint,
-            )
+            steps = decode_n_tokens(decoding, torch.cat(logits), ends, padding, observe)
             passes = len(steps) - 1
             row_passes = None
         self.forward_passes += passes

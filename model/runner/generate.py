@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -19,9 +20,25 @@ from model.grammar.draft import PromptIndex, propose
 from model.grammar.mask import GrammarBatch
 from model.runner.attention import Attend
 from model.runner.bloom import Bloom
-from model.signals import StepSignals, step_signals
+from model.signals import SignalTensors, StepSignals, signal_tensors
 
 DecodeStep = Callable[[Bloom, torch.Tensor, torch.Tensor], torch.Tensor]
+Signals = Callable[[torch.Tensor, torch.Tensor | None, int], SignalTensors]
+
+
+@dataclass
+class Decoding:
+    """What both decoders take besides a batch's prefill logits and positions: the model and its
+    compiled (or not) step and signals, the grammar, and the limits."""
+
+    model: Bloom
+    attend: Attend
+    step: DecodeStep
+    eos_id: int
+    top_k: int
+    max_new_tokens: int
+    constraint: GrammarBatch | None = None
+    signals: Signals = signal_tensors
 
 
 def prefill(
@@ -51,18 +68,17 @@ def make_decode_one_token(attend: Attend) -> DecodeStep:
     return decode_one_token
 
 
-def greedy_step(
-    logits: torch.Tensor, top_k: int, constraint: GrammarBatch | None, which: Sequence[int] | None = None
-) -> StepSignals:
+def greedy_step(decoding: Decoding, logits: torch.Tensor, which: Sequence[int] | None = None) -> StepSignals:
     """One greedy step for the batch rows `which` (all by default; `logits` holds theirs, in that
-    order): the grammar's mask, the signals, and the grammar fed the chosen tokens. The signals are
-    those of the masked distribution, apart from the entropy, which is the full one's."""
-    if constraint is None:
-        return step_signals(logits, top_k)
-    masked, forced = constraint.apply(logits, which)
-    signals = step_signals(masked, top_k, logits)
-    signals.forced = forced
-    constraint.advance(signals.chosen, which)
+    order): the grammar's legal tokens, the signals, and the grammar fed the chosen tokens. The
+    signals are those of the masked distribution, apart from the entropy, which is the full one's."""
+    constraint = decoding.constraint
+    legal = forced = None
+    if constraint is not None:
+        legal, forced = constraint.legal(logits, which)
+    signals = StepSignals(*decoding.signals(logits, legal, decoding.top_k), forced=forced)
+    if constraint is not None:
+        constraint.advance(signals.chosen, which)
     return signals
 
 
@@ -72,16 +88,11 @@ END_CHECK_STEPS = 8
 
 
 def decode_n_tokens(
-    model: Bloom,
-    step: DecodeStep,
+    decoding: Decoding,
     logits: torch.Tensor,
     pos: torch.Tensor,
-    max_new_tokens: int,
-    eos_id: int,
-    top_k: int,
     ended: torch.Tensor,
     observe: Callable[[torch.Tensor], None] | None = None,
-    constraint: GrammarBatch | None = None,
 ) -> list[StepSignals]:
     """Greedy continuation from the prefill logits until every row has ended or the limit is hit.
 
@@ -91,38 +102,36 @@ def decode_n_tokens(
     """
     steps: list[StepSignals] = []
     ended = ended.clone()
-    for i in range(max_new_tokens):
+    constraint = decoding.constraint
+    for i in range(decoding.max_new_tokens):
         if observe is not None:
             observe(logits)
-        signals = greedy_step(logits, top_k, constraint)
+        signals = greedy_step(decoding, logits)
         steps.append(signals)
-        ended |= signals.chosen == eos_id
-        if i == max_new_tokens - 1:
+        ended |= signals.chosen == decoding.eos_id
+        if i == decoding.max_new_tokens - 1:
             break
         if constraint is not None:
             if constraint.all_ended():  # host state: no wait for the device
                 break
         elif (i + 1) % END_CHECK_STEPS == 0 and bool(ended.all()):
             break
-        logits = step(model, signals.chosen, pos + i)
+        logits = decoding.step(decoding.model, signals.chosen, pos + i)
     return steps
 
 
 def decode_with_drafts(
-    model: Bloom,
-    attend: Attend,
+    decoding: Decoding,
     logits: torch.Tensor,
     pos: torch.Tensor,
-    max_new_tokens: int,
-    eos_id: int,
-    top_k: int,
     ended: torch.Tensor,
-    constraint: GrammarBatch | None,
     prompts: Sequence[Sequence[int]],
     draft_tokens: int,
 ) -> tuple[list[StepSignals], int, list[int]]:
     """What `decode_n_tokens` returns, with per-step `taken` rows; the forward passes it made, and
     per row the passes it was decoded in (fewer than the batch's where other rows take longer)."""
+    model, constraint, eos_id = decoding.model, decoding.constraint, decoding.eos_id
+    max_new_tokens = decoding.max_new_tokens
     rows = logits.shape[0]
     done = ended.tolist()
     generated: list[list[int]] = [[] for _ in range(rows)]
@@ -138,7 +147,7 @@ def decode_with_drafts(
     budget = [draft_tokens] * rows
     first = _rows(done)
     part = logits[torch.tensor(first, dtype=torch.long, device=logits.device)]
-    chosen = _take(steps, part, first, rows, constraint, top_k, generated, done, eos_id, max_new_tokens)
+    chosen = _take(decoding, steps, part, first, generated, done)
     steps[-1].drafted = torch.zeros(rows, dtype=torch.bool, device=logits.device)
     while not all(done):
         drafts = []
@@ -159,13 +168,13 @@ def decode_with_drafts(
             offset[r], n = n, n + 1 + len(drafts[r])
         device = logits.device
         tensors = [torch.tensor(t, device=device) for t in (tokens, q_pos, flat)]
-        every = model.every_logits(tensors[0], tensors[1], attend, tensors[2])
+        every = model.every_logits(tensors[0], tensors[1], decoding.attend, tensors[2])
         passes += 1
         for r in verifying:
             row_passes[r] += 1
         for j in range(width):
             part = every[torch.tensor([offset[r] + j for r in verifying], device=device)]
-            picked = _take(steps, part, verifying, rows, constraint, top_k, generated, done, eos_id, max_new_tokens)
+            picked = _take(decoding, steps, part, verifying, generated, done)
             kept = [r for r in verifying if j < len(drafts[r]) and picked[r] == drafts[r][j]]
             steps[-1].drafted = torch.tensor([r in kept for r in range(rows)], device=device)
             for r in verifying:
@@ -192,17 +201,25 @@ def _next_budget(budget: int, kept: int, drafted: int, most: int) -> int:
     return budget
 
 
-def _take(steps, logits, which, rows, constraint, top_k, generated, done, eos_id, max_new_tokens) -> list[int]:
+def _take(
+    decoding: Decoding,
+    steps: list[StepSignals],
+    logits: torch.Tensor,
+    which: list[int],
+    generated: list[list[int]],
+    done: list[bool],
+) -> list[int]:
     """One greedy step for the batch rows `which`, recorded as taken. Past a draft's first position few
     rows still verify, and each row's signals are passes over the whole vocabulary."""
-    signals = _widen(greedy_step(logits, top_k, constraint, which), which, rows)
+    rows = len(done)
+    signals = _widen(greedy_step(decoding, logits, which), which, rows)
     taken = set(which)
     signals.taken = torch.tensor([r in taken for r in range(rows)], device=logits.device)
     steps.append(signals)
     picked = signals.chosen.tolist()
     for r in which:
         generated[r].append(picked[r])
-        done[r] = done[r] or picked[r] == eos_id or len(generated[r]) >= max_new_tokens
+        done[r] = done[r] or picked[r] == decoding.eos_id or len(generated[r]) >= decoding.max_new_tokens
     return picked
 
 

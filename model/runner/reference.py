@@ -17,7 +17,7 @@ from model.config import EngineSettings
 from model.engine import ExtractionFlow, Prepared, decode_settings
 from model.grammar.mask import GrammarBatch, RowGrammar
 from model.runner.loading import LoadedModel
-from model.signals import Generation, StepSignals, collect_generations, cut, entropy, step_signals
+from model.signals import Generation, StepSignals, collect_generations, cut, step_signals
 from schemas.messages import ModelInfo, Timings
 
 
@@ -29,38 +29,30 @@ class Prompt:
     fed: list[int] = field(default_factory=list)  # tokens its grammar has already been fed
 
 
-class _Constrain(LogitsProcessor):
-    """The answer grammar inside generate(): fed each row's last token, masks the next step."""
+class _GreedySignals(LogitsProcessor):
+    """Inside generate(): the grammar's mask (fed each row's last token) and each step's signals,
+    from the raw scores, as the fast engine's greedy step takes them. Greedy search then takes the
+    argmax of the masked scores, which is the signals' choice."""
 
-    def __init__(self, constraint: GrammarBatch) -> None:
-        self.constraint = constraint
-        self.started = False
-        self.forced: list[torch.Tensor] = []
-        self.entropies: list[torch.Tensor] = []
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        if self.started:
-            self.constraint.advance(input_ids[:, -1])
-        self.started = True
-        masked, forced = self.constraint.apply(scores)
-        self.forced.append(forced)
-        self.entropies.append(entropy(scores))  # the model's own uncertainty, before the mask
-        return masked
-
-
-class _RecordSignals(LogitsProcessor):
-    """Watches each step's logits without changing them, so generate() stays pure greedy."""
-
-    def __init__(self, top_k: int) -> None:
+    def __init__(self, top_k: int, constraint: GrammarBatch | None) -> None:
         self.top_k = top_k
+        self.constraint = constraint
         self.steps: list[StepSignals] = []
         self.first_step_at: float | None = None
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         if self.first_step_at is None:
             self.first_step_at = time.perf_counter()
-        self.steps.append(step_signals(scores, self.top_k))
-        return scores
+        elif self.constraint is not None:
+            self.constraint.advance(input_ids[:, -1])
+        if self.constraint is None:
+            self.steps.append(step_signals(scores, self.top_k))
+            return scores
+        legal, forced = self.constraint.legal(scores)
+        signals = step_signals(scores, self.top_k, legal)
+        signals.forced = forced
+        self.steps.append(signals)
+        return scores.masked_fill(~legal, float("-inf"))
 
 
 class ReferenceEngine(ExtractionFlow):
@@ -126,29 +118,23 @@ class ReferenceEngine(ExtractionFlow):
         width = max(len(ids) for ids in batch)
         input_ids = torch.tensor([[self.pad_id] * (width - len(ids)) + ids for ids in batch])
         attention_mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in batch])
-        recorder = _RecordSignals(self.settings.top_alternatives)
-        processors: list[LogitsProcessor] = [recorder]
-        constrain = None
+        constraint = None
         if any(p.constraint for p in prompts):
-            # Before the recorder: the signals are those of the masked distribution, as in the fast engine.
-            constrain = _Constrain(self.constrainer.batch([p.constraint for p in prompts], [p.fed for p in prompts]))
-            processors.insert(0, constrain)
+            constraint = self.constrainer.batch([p.constraint for p in prompts], [p.fed for p in prompts])
+        recorder = _GreedySignals(self.settings.top_alternatives, constraint)
         started = time.perf_counter()
         self.loaded.model.generate(
             input_ids=input_ids.to(self.loaded.device),
             attention_mask=attention_mask.to(self.loaded.device),
             generation_config=self._config(max_new_tokens),
-            logits_processor=LogitsProcessorList(processors),
+            logits_processor=LogitsProcessorList([recorder]),
         )
         finished = time.perf_counter()
         first_step = recorder.first_step_at or finished
         timings.prefill_ms += (first_step - started) * 1000
         timings.decode_ms += (finished - first_step) * 1000
-        if constrain is not None:
-            timings.constrain_ms += constrain.constraint.seconds * 1000
-            for step, forced, full in zip(recorder.steps, constrain.forced, constrain.entropies, strict=True):
-                step.forced = forced
-                step.entropy = full
+        if constraint is not None:
+            timings.constrain_ms += constraint.seconds * 1000
         return collect_generations(recorder.steps, self.eos_id)
 
     def _config(self, max_new_tokens: int | None) -> GenerationConfig:
