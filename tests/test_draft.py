@@ -58,10 +58,11 @@ def test_drafts_change_no_output_and_save_forward_passes(memorised) -> None:
 
 def test_a_draft_continues_the_prompt_after_the_answers_last_tokens() -> None:
     prompt = PromptIndex([5, 6, 7, 8, 9, 10, 11, 7, 8, 12])
-    assert propose(None, 0, prompt, [42, 6, 7, 8], 3) == [9, 10, 11]
-    assert propose(None, 0, prompt, [42, 7, 8], 3) == [12]  # the last occurrence, cut by the prompt's end
-    assert propose(None, 0, prompt, [42, 12], 3) == []
-    assert propose(None, 0, prompt, [42], 3) == []
+    assert propose(None, [prompt], [[42, 6, 7, 8]], [3]) == [[9, 10, 11]]
+    assert propose(None, [prompt], [[42, 7, 8]], [3]) == [[12]]  # the last occurrence, cut by the prompt's end
+    assert propose(None, [prompt], [[42, 12]], [3]) == [[]]
+    assert propose(None, [prompt], [[42]], [3]) == [[]]
+    assert propose(None, [prompt, prompt], [[42, 6, 7, 8], [42, 6]], [0, 2]) == [[], [7, 8]]
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +82,7 @@ def draft_after(tokenizer, text: str, labels: tuple[str, ...], answer: str, limi
     generated = tokenizer(answer, add_special_tokens=False)["input_ids"]
     grammar = constrainer.batch([row], [generated])
     prompt = PromptIndex(tokenizer(build_prompt(text, "extract", labels), add_special_tokens=False)["input_ids"])
-    return tokenizer.decode(propose(grammar, 0, prompt, generated, limit))
+    return tokenizer.decode(propose(grammar, [prompt], [generated], [limit])[0])
 
 
 def test_a_byte_fallback_twin_is_not_the_spelling_drafts_use(demo_tokenizer) -> None:

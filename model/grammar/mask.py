@@ -84,6 +84,24 @@ class State:
         self.end_pos = np.concatenate([self.end_pos[~gone], part.end_pos])[order]
 
 
+@dataclass
+class LegalTokens:
+    """One row's legal tokens: its own list and the value-start sets it may enter."""
+
+    own: set[int]
+    entries: list[frozenset[int]]
+
+    def __contains__(self, token: int) -> bool:
+        return token in self.own or any(token in e for e in self.entries)
+
+    def few(self, most: int) -> set[int] | None:
+        """All of them, where there are at most `most`."""
+        if len(self.own) > most or any(len(e) > most for e in self.entries):
+            return None
+        every = self.own.union(*self.entries)
+        return every if len(every) <= most else None
+
+
 class Constrainer:
     """Per engine: the vocabulary's tables once, each chunk's literal tables once, each document's
     source tables once (the validation loop asks again for the documents of the batch in hand)."""
@@ -270,6 +288,7 @@ class GrammarBatch:
             self.entry_rows[i, torch.from_numpy(tok)] = True
         self.entry_rows = self.entry_rows.to(self.device)
         self.entry_ids = dense
+        self._entry_sets: dict[int, frozenset[int]] = {}
 
     def all_ended(self) -> bool:
         """Every row has chosen end-of-sequence (known on the host: advance brought the tokens)."""
@@ -329,18 +348,28 @@ class GrammarBatch:
         many[glue_rows[~single]] = True
         return (count == 1) & ~many
 
-    def legal_ids(self, r: int) -> np.ndarray:
-        """Row r's legal token ids (unique, sorted), from its state now."""
-        return self.legal_of(self.state.take(np.array([r])))
+    def legal_sets(self, part: State) -> list[LegalTokens]:
+        """Per row of `part` (live rows with a grammar), its legal tokens as the host lists them: the
+        draft proposer asks whether a guess is legal, and which few tokens are, without a pass over
+        the vocabulary."""
+        (rows, toks), glue_rows, glue_ids = self._legal(part)
+        order = np.argsort(rows, kind="stable")
+        bounds = np.searchsorted(rows[order], np.arange(len(part.row) + 1))
+        toks = toks[order].tolist()
+        glue: list[list[frozenset[int]]] = [[] for _ in part.row]
+        for r, i in zip(glue_rows.tolist(), glue_ids.tolist(), strict=True):
+            glue[r].append(self._entry_set(i))
+        out = []
+        for i, (lo, hi) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)):
+            own = set(toks[lo:hi])
+            # As in `legal`: a row left with nothing may end.
+            out.append(LegalTokens(own if own or glue[i] else {self.eos_id}, glue[i]))
+        return out
 
-    def legal_of(self, part: State) -> np.ndarray:
-        """A one-row state's legal token ids (unique, sorted)."""
-        if self.free[part.row[0]]:
-            return np.arange(self.vocab.size)
-        (_, tok), _, glue_ids = self._legal(part)
-        found = [tok] + [self.entry_ids[i] for i in glue_ids]
-        ids = np.unique(np.concatenate(found)) if found else np.zeros(0, np.int64)
-        return ids if len(ids) else np.array([self.eos_id])
+    def _entry_set(self, i: int) -> frozenset[int]:
+        if i not in self._entry_sets:
+            self._entry_sets[i] = frozenset(self.entry_ids[i].tolist())
+        return self._entry_sets[i]
 
     def _legal(self, part: State) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray, np.ndarray]:
         """(row, token) pairs of literal steps, end-of-sequence and value continuations; and the
@@ -422,11 +451,9 @@ class GrammarBatch:
         self.state.put(index, self._after(part, tokens))
         self.seconds += time.perf_counter() - started
 
-    def after(self, part: State, token: int) -> State | None:
-        """A one-row state after `token`; None where the grammar does not allow it."""
-        if token not in set(self.legal_of(part).tolist()):
-            return None
-        return self._after(part, np.array([token]))
+    def after(self, part: State, tokens: np.ndarray) -> State:
+        """`part`'s rows after one token each (legal ones: the caller has checked)."""
+        return self._after(part, tokens)
 
     def _after(self, part: State, tokens: np.ndarray) -> State:
         size = self.vocab.size

@@ -150,10 +150,8 @@ def decode_with_drafts(
     chosen = _take(decoding, steps, part, first, generated, done)
     steps[-1].drafted = torch.zeros(rows, dtype=torch.bool, device=logits.device)
     while not all(done):
-        drafts = []
-        for r in range(rows):
-            room = max_new_tokens - len(generated[r])
-            drafts.append([] if done[r] else propose(constraint, r, indexes[r], generated[r], min(budget[r], room)))
+        limits = [0 if done[r] else min(budget[r], max_new_tokens - len(generated[r])) for r in range(rows)]
+        drafts = propose(constraint, indexes, generated, limits)
         width = 1 + max(len(d) for d in drafts)
         tokens = [[chosen[r], *drafts[r]] + [eos_id] * (width - 1 - len(drafts[r])) for r in range(rows)]
         q_pos = [
