@@ -327,6 +327,24 @@ def test_malformed_messages_go_to_dead_letters_and_the_sink_carries_on(sink_env,
     assert stored_offsets(settings) == end_offsets(settings)
 
 
+def test_a_lost_database_connection_is_retried_without_loss(sink_env, sink_thread) -> None:
+    settings, _ = sink_env
+    produce(settings, [(b"e-1", field_record("e-1"))])
+    wait_until(caught_up(settings), 60, "the first record")
+    # The server ends the sink's session, as a database restart or a failover would.
+    [(ended,)] = query(
+        settings,
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'seqstream-sink'",
+    )
+    assert ended == 1
+    produce(settings, [(b"e-2", field_record("e-2")), (b"e-1", field_record("e-1", 2))])
+    wait_until(caught_up(settings), 60, "the records after the reconnect")
+    assert query(settings, "SELECT doc_id, record->'metadata'->>'version' FROM doc_fields ORDER BY 1") == [
+        ("e-1", "2"),
+        ("e-2", "1"),
+    ]
+
+
 # Enough messages over three partitions that two kills land mid-run, produced while the sink runs.
 KILL_DOCUMENTS = 1500
 KILL_UPDATES = 500
