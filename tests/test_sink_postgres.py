@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 
 import msgspec
@@ -34,7 +35,7 @@ from schemas.messages import (
     Timings,
 )
 from streams.kafka_io import client_config, consume
-from streams.settings import Settings
+from streams.settings import Settings, load_settings
 from streams.sink_postgres import FieldsMessage, FieldsSink, plan_batch
 from streams.topics import create_topics
 
@@ -130,6 +131,16 @@ def test_a_poll_keeps_each_documents_latest_message_and_rejects_what_is_no_field
     assert "schema_version 9 is not supported" in reasons[10]
 
 
+@pytest.mark.parametrize(
+    "dsn",
+    ["host=db user=sink password=s3cret dbname=bi", "postgresql://sink:s3cret@db/bi", "password='s3 cret' host=db"],
+)
+def test_a_password_in_the_dsn_is_never_printed(dsn: str) -> None:
+    settings = load_settings({"SEQSTREAM_SINK__DSN": dsn})
+    assert "s3" not in repr(settings) and "s3" not in str(settings.sink) and "***" in repr(settings.sink)
+    assert settings.sink.dsn == dsn
+
+
 def test_without_postgres_binaries_the_reason_names_the_package(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("PG_BINDIR", str(tmp_path))
     why = missing_binaries()
@@ -205,6 +216,13 @@ def execute(settings: Settings, statements: str) -> None:
         conn.execute(statements)
 
 
+def readme_bi_queries() -> list[str]:
+    """The SQL statements of the README's "BI queries" block."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    block = readme.split("**BI queries**", 1)[1].split("```sql\n", 1)[1].split("```", 1)[0]
+    return [q.strip() for q in block.split(";") if q.strip()]
+
+
 def wait_until(done: Callable[[], bool], timeout_s: float, what: str, check: Callable[[], None] | None = None) -> None:
     deadline = time.monotonic() + timeout_s
     while not done():
@@ -269,11 +287,14 @@ def test_rows_land_a_newer_record_replaces_a_tombstone_deletes_and_the_view_read
         ("c", "合同金额", "1000000元", "1000000", "amount", 0.91, 19, 27),
         ("c", "甲方", "北京天成科技有限公司", None, None, 0.97, 3, 13),
     ]
-    # The README's BI query runs as printed.
-    assert query(settings, "SELECT label, count(*) FROM field_values GROUP BY label ORDER BY label") == [
-        ("合同金额", 2),
-        ("甲方", 2),
+    # The README's BI queries run as printed.
+    per_label, per_contract, per_day = [query(settings, q) for q in readme_bi_queries()]
+    assert sorted(per_label) == [("合同金额", 2, 2, Decimal("0.910")), ("甲方", 2, 2, Decimal("0.970"))]
+    assert sorted(per_contract) == [
+        ("a", "上海恒达物流有限公司", None, "250", None),
+        ("c", "北京天成科技有限公司", None, "1000000", None),
     ]
+    assert [(model, count) for _, model, count in per_day] == [("tiny", 2)]
     assert stored_offsets(settings) == {p: o for p, o in end_offsets(settings).items()}
 
 
@@ -345,10 +366,10 @@ def test_a_lost_database_connection_is_retried_without_loss(sink_env, sink_threa
     ]
 
 
-# Enough messages over three partitions that two kills land mid-run, produced while the sink runs.
-KILL_DOCUMENTS = 1500
-KILL_UPDATES = 500
-KILLS = 2
+# A backlog over three partitions long enough that three kills land mid-run, while the sink is busy.
+KILL_DOCUMENTS = 4500
+KILL_UPDATES = 1500
+KILLS = 3
 
 
 # What PostgreSQL logs when a client dies inside a transaction: the kill hit one mid-write.
@@ -373,29 +394,21 @@ def test_a_sink_killed_mid_run_loses_and_duplicates_nothing(sink_env, postgres_s
     messages = [(f"k-{i}".encode(), field_record(f"k-{i}", 1)) for i in range(KILL_DOCUMENTS)]
     messages += [(f"k-{i}".encode(), field_record(f"k-{i}", 2)) for i in range(KILL_UPDATES)]
     total = len(messages)
-    # Small polls make many transactions, so that a kill lands inside one; a short session lets
-    # the restarted sink take the dead one's partitions at once instead of after 30 s.
+    # Small polls back to back make many short transactions, so that a kill lands inside one; a
+    # short session lets the restarted sink take the dead one's partitions within seconds, not 30 s.
     env = {**env, "SEQSTREAM_SINK__MAX_RECORDS": "20", "SEQSTREAM_KAFKA__SESSION_TIMEOUT_S": "6"}
     sink = WorkerProcess(env, tmp_path / "sink.log", command=SINK_COMMAND)
 
     def applied() -> int:
         return sum(stored_offsets(settings).values())
 
-    def produce_slowly() -> None:
-        for i in range(0, total, 100):
-            produce(settings, messages[i : i + 100])
-            time.sleep(0.2)
-
-    producing = threading.Thread(target=produce_slowly, name="producer")
+    produce(settings, messages)
     sink.start()
     try:
-        sink.wait_for_log("postgres sink ready")
-        producing.start()
         for kill in range(1, KILLS + 1):
             wait_until(lambda k=kill: applied() >= k * total // (KILLS + 1), 120, "progress", sink.assert_alive)
             sink.kill()
             sink.start()
-        producing.join(120)
         wait_until(caught_up(settings), 120, "the restarted sink to catch up", sink.assert_alive)
         sink.process.terminate()  # SIGTERM: a graceful stop
         assert sink.process.wait(30) == 0, sink.log_tail()
