@@ -296,7 +296,7 @@ def sink_postgres(ctx: click.Context, dsn: str | None) -> None:
     stop = _stop_on_signals()
     try:
         FieldsSink(settings).run(stop)
-    except psycopg.OperationalError as exc:
+    except psycopg.Error as exc:  # unreachable, refused, not allowed: the server's words, not a traceback
         raise click.ClickException(f"PostgreSQL: {exc}") from None
 
 

@@ -42,6 +42,9 @@ _encoder = msgspec.json.Encoder()
 # Taken by every sink creating the tables at once: CREATE ... IF NOT EXISTS is not safe concurrently.
 _DDL_LOCK = 0x5E05_7EA3
 DELIVERY_TIMEOUT_S = 30.0
+# What PostgreSQL says about one record's value, never about the connection: jsonb refusing U+0000
+# (class 22), an index entry too long for a doc_id (54000). Retrying would fail forever.
+_REFUSED = (psycopg.DataError, psycopg.errors.ProgramLimitExceeded)
 RETRY_PAUSE_MAX_S = 30.0
 
 SCHEMA_DDL = """
@@ -74,6 +77,8 @@ FROM {schema}.doc_fields AS d
 CROSS JOIN LATERAL jsonb_each(d.record -> 'fields') AS f(label, spans)
 CROSS JOIN LATERAL jsonb_array_elements(f.spans) AS s(span);
 """
+
+TABLES = ("doc_fields", "sink_offsets", "field_values")
 
 UPSERT = """
 INSERT INTO {schema}.doc_fields AS d (doc_id, record, kafka_topic, kafka_partition, kafka_offset)
@@ -257,10 +262,17 @@ class FieldsSink:
         return self.conn
 
     def create_tables(self) -> None:
+        """The tables and the view, unless all are there: then the sink needs no CREATE privilege,
+        only SELECT, INSERT, UPDATE and DELETE on tables a DBA may have made from SCHEMA_DDL."""
         conn = self.connection()
+        names = [sql.Identifier(self.settings.sink.db_schema, t).as_string(conn) for t in TABLES]
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK,))
-            conn.execute(self._sql(SCHEMA_DDL))
+            [(missing,)] = conn.execute(
+                "SELECT count(*) FROM unnest(%s::text[]) AS n WHERE to_regclass(n) IS NULL", (names,)
+            )
+            if missing:
+                conn.execute(self._sql(SCHEMA_DDL))
 
     def stored_offsets(self, partitions: Sequence[int]) -> dict[int, int]:
         """The database's next offset of each partition; a partition it has not seen starts a row at 0."""
@@ -302,14 +314,14 @@ class FieldsSink:
             with conn.transaction():
                 conn.execute(self._sql(UPSERT), _columns(upserts))
             return []
-        except psycopg.DataError:
+        except _REFUSED:
             pass
         rejected = []
         for row in upserts:
             try:
                 with conn.transaction():
                     conn.execute(self._sql(UPSERT), _columns([row]))
-            except psycopg.DataError as exc:
+            except _REFUSED as exc:
                 rejected.append(Rejected(f"PostgreSQL cannot store the record: {exc}", row.source, row.doc_id))
         return rejected
 

@@ -7,6 +7,7 @@ group and a database schema of its own. The kill test prints a `RELIABILITY ...`
 
 from __future__ import annotations
 
+import secrets
 import subprocess
 import sys
 import threading
@@ -321,12 +322,14 @@ def test_an_older_offset_never_replaces_a_row_and_a_poll_applied_twice_changes_n
 
 def test_malformed_messages_go_to_dead_letters_and_the_sink_carries_on(sink_env, sink_thread) -> None:
     settings, _ = sink_env
+    long_id = secrets.token_urlsafe(6000)  # too long for a btree index entry, even compressed
     nul = field_record("nul").replace("上海恒达物流有限公司".encode(), b"\\u0000")  # jsonb holds no U+0000
     bad = [
         (b"g", b"\xff\xfe not json"),
         (b"h", b'{"doc_id": "h", "task": "extract"}'),
         (b"v", field_record("v").replace(b'"schema_version":1', b'"schema_version":9')),
         (b"nul", nul),
+        (long_id.encode(), field_record(long_id)),
     ]  # (a message without a key cannot reach the compacted topic: the broker refuses it)
     produce(settings, [(b"ok-1", field_record("ok-1")), *bad, (b"ok-2", field_record("ok-2"))])
     wait_until(caught_up(settings), 60, "every message, bad ones included")
@@ -345,6 +348,8 @@ def test_malformed_messages_go_to_dead_letters_and_the_sink_carries_on(sink_env,
     assert "schema_version 9 is not supported" in by_key["dg=="]["message"]
     assert "PostgreSQL cannot store the record" in by_key["bnVs"]["message"]
     assert by_key["bnVs"]["doc_id"] == "nul"
+    long_letter = next(d for d in letters if d["doc_id"] == long_id)
+    assert "PostgreSQL cannot store the record: index row size" in long_letter["message"]
     assert stored_offsets(settings) == end_offsets(settings)
 
 
