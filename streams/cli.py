@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -91,16 +92,20 @@ def worker(ctx: click.Context, create_topics: bool) -> None:
 
 
 def _run_transactional(settings: Settings, pipeline: Pipeline) -> None:
-    import signal
-    import threading
-
     from streams.transactional import TransactionalWorker
 
+    TransactionalWorker(settings, pipeline).run(_stop_on_signals())
+
+
+def _stop_on_signals() -> threading.Event:
+    """Set by SIGTERM (docker stop, Kubernetes) and Ctrl-C: a loop finishes the batch in hand,
+    commits, and leaves its consumer group."""
+    import signal
+
     stop = threading.Event()
-    # SIGTERM (docker stop, Kubernetes) and Ctrl-C: finish the batch in hand, commit, leave the group.
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    TransactionalWorker(settings, pipeline).run(stop)
+    return stop
 
 
 @cli.group()
@@ -265,6 +270,34 @@ def extract(ctx: click.Context, file: Path, output: Path | None) -> None:
     finally:
         if output:
             sink.close()
+
+
+@cli.group()
+def sink() -> None:
+    """Copy an output topic into another system."""
+
+
+@sink.command("postgres")
+@click.option("--dsn", help="PostgreSQL connection string (default: SEQSTREAM_SINK__DSN, else libpq's PG* variables).")
+@click.pass_context
+def sink_postgres(ctx: click.Context, dsn: str | None) -> None:
+    """Upsert the fields topic into PostgreSQL (doc_fields, field_values) until stopped, exactly once in effect."""
+    try:
+        import psycopg  # an optional extra: say which, not a traceback
+    except ImportError as exc:
+        raise click.ClickException(
+            f"`seqstream sink postgres` needs psycopg 3: pip install 'seqstream[postgres]' ({exc})"
+        ) from None
+    from streams.sink_postgres import FieldsSink
+
+    settings = _settings(ctx)
+    if dsn:
+        settings.sink.dsn = dsn
+    stop = _stop_on_signals()
+    try:
+        FieldsSink(settings).run(stop)
+    except psycopg.Error as exc:  # unreachable, refused, not allowed: the server's words, not a traceback
+        raise click.ClickException(f"PostgreSQL: {exc}") from None
 
 
 @cli.group()

@@ -8,6 +8,7 @@ at start-up, and handed down; nothing deeper in the code reads the environment.
 from __future__ import annotations
 
 import os
+import re
 import socket
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -124,6 +125,34 @@ class AlertSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     webhook_attempts: int = 3
 
 
+# `password=...` in a key/value DSN, `user:password@` in a URI: what a printed DSN must not show.
+_DSN_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)|(://[^:/@\s]*:)[^@\s]*(@)")
+
+
+def mask_dsn(dsn: str) -> str:
+    return _DSN_PASSWORD.sub(lambda m: f"{m[1]}***" if m[1] else f"{m[3]}***{m[4]}", dsn)
+
+
+class SinkSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """`seqstream sink postgres`: the fields topic into PostgreSQL tables for BI (streams/sink_postgres.py)."""
+
+    # libpq connection string, key/value (`host=db dbname=bi user=sink`) or URI (`postgresql://...`);
+    # empty = libpq's own defaults and PG* environment variables (PGHOST, PGDATABASE, PGPASSWORD ...).
+    dsn: str = ""
+    # PostgreSQL schema holding doc_fields, field_values and sink_offsets; created if missing.
+    db_schema: str = "public"
+    # The sink's consumer group: Kafka's lag metrics for it, and how several sinks share partitions.
+    # Its committed offsets are for monitoring only; the database's sink_offsets table is the truth.
+    group_id: str = "seqstream-sink-postgres"
+    # Records applied per database transaction (one poll's worth): bigger is faster, a crash redoes at most this.
+    max_records: int = 500
+    poll_timeout_s: float = 1.0
+
+    def __repr__(self) -> str:
+        shown = {f: getattr(self, f) for f in self.__struct_fields__ if f != "dsn"}
+        return f"SinkSettings(dsn={mask_dsn(self.dsn)!r}, {', '.join(f'{k}={v!r}' for k, v in shown.items())})"
+
+
 class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     kafka: KafkaSettings = msgspec.field(default_factory=KafkaSettings)
     topics: TopicSettings = msgspec.field(default_factory=TopicSettings)
@@ -132,6 +161,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     windows: WindowSettings = msgspec.field(default_factory=WindowSettings)
     worker: WorkerSettings = msgspec.field(default_factory=WorkerSettings)
     alerts: AlertSettings = msgspec.field(default_factory=AlertSettings)
+    sink: SinkSettings = msgspec.field(default_factory=SinkSettings)
 
 
 def settings_environ(settings: Settings) -> dict[str, str]:

@@ -18,7 +18,7 @@ from ops.tiny import build_tiny_bloom
 from ops.train import Recipe, train_bloom
 from schemas.decode import decode_document
 
-pytest_plugins = ["tests.kafka_fixture"]
+pytest_plugins = ["tests.kafka_fixture", "tests.postgres_fixture"]
 
 # Short generations keep the random-weight model's runs (it never stops by itself) fast.
 TEST_MAX_NEW_TOKENS = 24
