@@ -256,11 +256,17 @@ def demo_model_build(
 @train_dir_option
 @click.option("--documents", type=int, default=1000, show_default=True, help="Held-out documents to evaluate on.")
 @click.option("--candidates", type=int, default=2, show_default=True, help="How many of the last snapshots to try.")
-def demo_model_export(train_dir: Path | None, documents: int, candidates: int) -> None:
-    """Evaluate the latest snapshots on a held-out corpus and ship the best to model/demo/."""
-    from ops.demo_model import TRAIN_DIR, export_best
+@click.option(
+    "--to", "destination", type=click.Path(file_okay=False, path_type=Path), default=None, help="Default: model/demo/."
+)
+def demo_model_export(train_dir: Path | None, documents: int, candidates: int, destination: Path | None) -> None:
+    """Evaluate the latest snapshots on a held-out corpus and ship the best to model/demo/ (or --to),
+    with the table of the hand-written free-phrasing corpus (ops/corpus/freeform.jsonl) beside it."""
+    from ops.demo_model import DEMO_DIR, TRAIN_DIR, export_best
 
-    shipped, table = export_best(train_dir or TRAIN_DIR, documents, candidates, log=click.echo)
+    shipped, table = export_best(
+        train_dir or TRAIN_DIR, documents, candidates, log=click.echo, destination=destination or DEMO_DIR
+    )
     click.echo(table)
     click.echo(f"exported to {shipped}")
 
