@@ -17,7 +17,7 @@ from schemas.field_sets import FIELD_SETS
 
 
 def test_freeform_truth_sits_at_its_offsets_and_some_labels_are_absent() -> None:
-    docs, truth, kinds = read_corpus(FREEFORM_CORPUS)
+    docs, _, kinds = read_corpus(FREEFORM_CORPUS)
     assert len(docs) >= 40 and set(kinds.values()) == set(KINDS)
     lines = [json.loads(line) for line in truth_path(FREEFORM_CORPUS).read_text(encoding="utf-8").splitlines()]
     texts = {doc.doc_id: doc.text for doc in docs}
