@@ -210,17 +210,45 @@ def demo_model() -> None:
 @train_dir_option
 @click.option("--stop-after", type=float, default=None, help="Seconds to train in this run; rerun to resume.")
 @click.option("--steps", type=int, default=None, help="Train to this step (default: the plan's).")
-def demo_model_build(train_dir: Path | None, stop_after: float | None, steps: int | None) -> None:
+@click.option("--device", default="cpu", show_default=True, help="Where to train: cpu, cuda, cuda:1 ...")
+@click.option("--threads", type=int, default=None, help="Torch CPU threads (default: torch's own choice).")
+@click.option("--workers", type=int, default=0, show_default=True, help="Processes making batches ahead.")
+@click.option("--batch-tokens", type=int, default=None, help="Tokens per step (default: the plan's, 2048).")
+@click.option("--hidden", type=int, default=None, help="Hidden size (default: the plan's, 128).")
+@click.option("--layers", type=int, default=None, help="Transformer layers (default: the plan's, 4).")
+@click.option("--heads", type=int, default=None, help="Attention heads (default: the plan's, 4).")
+@click.option("--lr", type=float, default=None, help="Peak learning rate (default: the plan's, 2e-3).")
+def demo_model_build(
+    train_dir: Path | None,
+    stop_after: float | None,
+    steps: int | None,
+    device: str,
+    threads: int | None,
+    workers: int,
+    batch_tokens: int | None,
+    hidden: int | None,
+    layers: int | None,
+    heads: int | None,
+    lr: float | None,
+) -> None:
     """Train the demo model from its seed, resuming from the last checkpoint if there is one.
 
     --steps beyond the plan's end continues a finished run with a new cosine to that step (recorded
-    in the manifest's `schedule`)."""
+    in the manifest's `schedule`). A resumed run must keep the size options it started with."""
     from dataclasses import replace
+
+    import torch
 
     from ops.demo_model import DEMO_PLAN, TRAIN_DIR, build
 
-    plan = replace(DEMO_PLAN, recipe=replace(DEMO_PLAN.recipe, steps=steps)) if steps else DEMO_PLAN
-    snapshot = build(plan, train_dir or TRAIN_DIR, log=click.echo, stop_after_s=stop_after)
+    if threads:
+        torch.set_num_threads(threads)
+    sizes = {"steps": steps, "hidden_size": hidden, "n_layer": layers, "n_head": heads, "lr": lr}
+    recipe = replace(DEMO_PLAN.recipe, **{k: v for k, v in sizes.items() if v is not None})
+    plan = replace(DEMO_PLAN, recipe=recipe, batch_tokens=batch_tokens or DEMO_PLAN.batch_tokens)
+    snapshot = build(
+        plan, train_dir or TRAIN_DIR, log=click.echo, stop_after_s=stop_after, device=device, workers=workers
+    )
     click.echo(f"snapshot: {snapshot}; `seqstream-ops demo-model export` evaluates and ships the best")
 
 
@@ -228,11 +256,17 @@ def demo_model_build(train_dir: Path | None, stop_after: float | None, steps: in
 @train_dir_option
 @click.option("--documents", type=int, default=1000, show_default=True, help="Held-out documents to evaluate on.")
 @click.option("--candidates", type=int, default=2, show_default=True, help="How many of the last snapshots to try.")
-def demo_model_export(train_dir: Path | None, documents: int, candidates: int) -> None:
-    """Evaluate the latest snapshots on a held-out corpus and ship the best to model/demo/."""
-    from ops.demo_model import TRAIN_DIR, export_best
+@click.option(
+    "--to", "destination", type=click.Path(file_okay=False, path_type=Path), default=None, help="Default: model/demo/."
+)
+def demo_model_export(train_dir: Path | None, documents: int, candidates: int, destination: Path | None) -> None:
+    """Evaluate the latest snapshots on a held-out corpus and ship the best to model/demo/ (or --to),
+    with the table of the hand-written free-phrasing corpus (ops/corpus/freeform.jsonl) beside it."""
+    from ops.demo_model import DEMO_DIR, TRAIN_DIR, export_best
 
-    shipped, table = export_best(train_dir or TRAIN_DIR, documents, candidates, log=click.echo)
+    shipped, table = export_best(
+        train_dir or TRAIN_DIR, documents, candidates, log=click.echo, destination=destination or DEMO_DIR
+    )
     click.echo(table)
     click.echo(f"exported to {shipped}")
 

@@ -23,26 +23,20 @@ import hashlib
 import json
 import os
 import platform
-import random
 import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import msgspec
 import torch
 
 from model.answers.prompt import build_prompt
-from model.build import build_engine
-from model.config import EngineSettings
 from model.runner.loading import MANIFEST
-from ops.accuracy import evaluate, read_corpus
-from ops.corpus import KINDS, GeneratedDocument, generate_corpus, generate_document, write_corpus
-from ops.eval_table import PRODUCT, as_json, baselines, format_table
+from ops.corpus import KINDS, generate_corpus, generate_document, write_corpus
+from ops.demo_data import UNHELD_LABELS, DocumentStream
 from ops.tiny import init_tiny_bloom
-from ops.train import RECIPE_VERSION, Recipe, TrainingExample, make_tokenizer, train, training_examples
-from schemas.decode import decode_document
+from ops.train import RECIPE_VERSION, Recipe, TrainingExample, make_tokenizer, train
 from schemas.field_sets import FIELD_SETS
 
 DEMO_DIR = Path(__file__).resolve().parent.parent / "model" / "demo"
@@ -50,6 +44,8 @@ TRAIN_DIR = Path.home() / ".cache" / "seqstream" / "demo-train"
 GENERATOR_SEED = 1
 # The held-out evaluation corpus: another generator seed, so no training document is in it.
 EVAL_SEED = 2
+# Hand-written documents in free phrasing, with their truth: no template made them, none is trained on.
+FREEFORM_CORPUS = Path(__file__).resolve().parent / "corpus" / "freeform.jsonl"
 # The prompt must fit the engine's default input window (1,024 tokens, one per character here):
 # longer training documents would be cut and teach answers that are not in the text.
 MAX_TRAIN_CHARS = 900
@@ -58,6 +54,9 @@ BRIEF_CHARS = 300
 FIRST_FULL_CHARS = 450
 # Candidates drawn per step at most (~1.5 ms each); at the shortest limit about one in twelve fits.
 MAX_CANDIDATES = 4096
+# GB2312's first level: the 3,755 most used hanzi. In the tokenizer's vocabulary, a name the
+# generator never writes is still one token per character (copyable), not a run of UTF-8 bytes.
+COMMON_HANZI = bytes(b for hi in range(0xB0, 0xD8) for lo in range(0xA1, 0xFF) for b in (hi, lo))
 
 
 @dataclass(frozen=True)
@@ -72,6 +71,10 @@ class DemoPlan:
     snapshot_every: int = 500
     # Generated documents whose characters make the tokenizer's vocabulary (others fall back to bytes).
     tokenizer_documents: int = 4000
+    brief_chars: int = BRIEF_CHARS
+    first_full_chars: int = FIRST_FULL_CHARS
+    max_train_chars: int = MAX_TRAIN_CHARS
+    max_candidates: int = MAX_CANDIDATES
 
 
 DEMO_PLAN = DemoPlan(
@@ -90,64 +93,48 @@ DEMO_PLAN = DemoPlan(
 )
 
 
-def as_labelled(doc: GeneratedDocument):
-    return decode_document(msgspec.json.encode(doc.raw()), 1 << 24), doc.values()
-
-
 def tokenizer_texts(seed: int, documents: int) -> list[str]:
-    """Every character of `documents` generated documents (full and brief) and of every prompt's fixed words."""
+    """Every character of `documents` generated documents (templated full and brief, free), of every
+    prompt's fixed words and labels, and the common hanzi."""
     docs = [d.text for d in generate_corpus(documents, seed)]
     docs += [d.text for d in generate_corpus(documents, seed, brief=True)]
-    prompts = [build_prompt("", "extract", labels) + "None\t:" for labels in FIELD_SETS.values()]
-    return [*docs, *prompts, "".join(chr(c) for c in range(32, 127)) + "\n\t"]
-
-
-class DocumentStream:
-    """Step -> batch: fresh generated documents, brief or full by the curriculum, as many rows of
-    similar length as fit the token budget."""
-
-    def __init__(self, tokenizer, plan: DemoPlan, seed: int) -> None:
-        self.tokenizer, self.plan, self.seed = tokenizer, plan, seed
-        self.kinds = sorted(KINDS)
-
-    def full_share(self, step: int) -> float:
-        return self.plan.full_share * min(1.0, step / max(1, self.plan.curriculum_steps))
-
-    def max_chars(self, step: int) -> int:
-        progress = min(1.0, step / max(1, self.plan.curriculum_steps))
-        return int(FIRST_FULL_CHARS + (MAX_TRAIN_CHARS - FIRST_FULL_CHARS) * progress)
-
-    def __call__(self, step: int) -> list[TrainingExample]:
-        rng = random.Random(self.seed * 1_000_003 + step)
-        brief = rng.random() >= self.full_share(step)
-        limit = BRIEF_CHARS if brief else self.max_chars(step)
-        rows: list[TrainingExample] = []
-        for index in range(step * MAX_CANDIDATES, (step + 1) * MAX_CANDIDATES):
-            doc = generate_document(rng.choice(self.kinds), self.seed, index, brief=brief)
-            if len(doc.text) > limit:
-                continue
-            recipe = self.plan.recipe
-            new = training_examples(
-                self.tokenizer, [as_labelled(doc)], recipe.labels_per_prompt, recipe.max_input_tokens
-            )
-            longest = max(len(e.prompt) + len(e.answer) for e in [*rows, *new])
-            if rows and longest * (len(rows) + len(new)) > self.plan.batch_tokens:
-                return rows
-            rows.extend(new)
-        raise RuntimeError(f"step {step}: {MAX_CANDIDATES} documents drawn and the batch is not full")
+    free = sorted(KINDS) * max(1, documents // 20)
+    docs += [generate_document(kind, seed, i, free=True).text for i, kind in enumerate(free)]
+    labels = [*FIELD_SETS.values(), UNHELD_LABELS]
+    prompts = [build_prompt("", "extract", chunk) + "None\t:" for chunk in labels]
+    common = COMMON_HANZI.decode("gb2312", errors="ignore")
+    return [*docs, *prompts, common, "".join(chr(c) for c in range(32, 127)) + "\n\t"]
 
 
 def checkpoint_path(train_dir: Path) -> Path:
     return train_dir / "checkpoint.pt"
 
 
+def seed_everything(seed: int, device: torch.device) -> None:
+    """Seeds torch (CPU and every CUDA device). The data needs none: it is a function of (seed, step).
+    CUDA runs are seeded but not bit-reproducible (atomics in backward); CPU runs on one thread are."""
+    torch.manual_seed(seed)
+    if device.type == "cuda":
+        torch.cuda.manual_seed_all(seed)
+        # TF32 matmuls: fp32 weights and optimizer, ~8x faster products on Hopper, loss unchanged in practice.
+        torch.set_float32_matmul_precision("high")
+
+
 def build(
-    plan: DemoPlan, train_dir: Path, *, log: Callable[[str], None] = print, stop_after_s: float | None = None
+    plan: DemoPlan,
+    train_dir: Path,
+    *,
+    log: Callable[[str], None] = print,
+    stop_after_s: float | None = None,
+    device: str = "cpu",
+    workers: int = 0,
 ) -> Path:
-    """Train (or resume) the demo model; checkpoints and step snapshots land in `train_dir`."""
+    """Train (or resume) the demo model on `device`, its batches made by `workers` processes
+    (0: in this one); checkpoints and step snapshots land in `train_dir`."""
     recipe = plan.recipe
     train_dir.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(recipe.seed)
+    target = torch.device(device)
+    seed_everything(recipe.seed, target)
     tokenizer_dir = train_dir / "tokenizer"
     if tokenizer_dir.is_dir():
         from transformers import AutoTokenizer
@@ -159,10 +146,12 @@ def build(
     model = init_tiny_bloom(
         tokenizer, seed=recipe.seed, hidden_size=recipe.hidden_size, n_layer=recipe.n_layer, n_head=recipe.n_head
     )
+    model.to(target)
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
     state = {"step": 0, "train_seconds": 0.0, "losses": []}
     if checkpoint_path(train_dir).is_file():
-        saved = torch.load(checkpoint_path(train_dir), weights_only=False)
+        # Saved on any device, resumed on any: the optimizer's moments follow the parameters' device.
+        saved = torch.load(checkpoint_path(train_dir), weights_only=False, map_location=target)
         model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
         state = saved["state"]
@@ -173,6 +162,8 @@ def build(
     if schedule[-1][1] != recipe.steps:
         schedule.append([state["step"], recipe.steps])
     stream = DocumentStream(tokenizer, plan, GENERATOR_SEED)
+    batches = prefetched(stream, state["step"], recipe.steps, workers) if workers else stream
+    state["device"] = device_name(target)
     started = time.perf_counter()
     trained_before = state["train_seconds"]
     window: list[float] = []
@@ -196,11 +187,52 @@ def build(
 
     try:
         train(model, [], recipe, int(tokenizer.pad_token_id), start_step=state["step"], optimizer=optimizer,
-              on_step=on_step, batches=stream)  # fmt: skip
+              on_step=on_step, batches=batches, device=target)  # fmt: skip
     except Stop:
         log(f"stopped after {stop_after_s} s at step {state['step']}; resume with the same command")
     save_checkpoint(train_dir, model, optimizer, state)
     return snapshot(train_dir / f"step-{state['step']:06d}", model, tokenizer, plan, state)
+
+
+def prefetched(stream: DocumentStream, start: int, stop: int, workers: int) -> Callable[[int], list[TrainingExample]]:
+    """`stream`'s batches for steps start..stop-1, made ahead by `workers` processes: on a GPU one
+    Python process cannot generate documents as fast as the steps consume them. Same batches, in
+    order, as `stream(step)`: each is a function of its step alone."""
+    from torch.utils.data import DataLoader
+
+    loader = DataLoader(
+        StepBatches(stream, start, stop), batch_size=None, num_workers=workers, prefetch_factor=8, collate_fn=_as_is
+    )
+    ahead = iter(loader)
+
+    def batch(step: int) -> list[TrainingExample]:
+        made, rows = next(ahead)
+        if made != step:
+            raise RuntimeError(f"prefetched batch {made} where step {step} was asked for")
+        return rows
+
+    return batch
+
+
+class StepBatches(torch.utils.data.Dataset):
+    def __init__(self, stream: DocumentStream, start: int, stop: int) -> None:
+        self.stream, self.start, self.stop = stream, start, stop
+
+    def __len__(self) -> int:
+        return max(0, self.stop - self.start)
+
+    def __getitem__(self, index: int) -> tuple[int, list[TrainingExample]]:
+        return self.start + index, self.stream(self.start + index)
+
+
+def _as_is(item):
+    return item
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"{cpu_name()} ({os.cpu_count()} cores on the machine), {torch.get_num_threads()} torch thread(s)"
 
 
 def save_checkpoint(train_dir: Path, model, optimizer, state: dict) -> None:
@@ -229,7 +261,7 @@ def write_manifest(directory: Path, plan: DemoPlan, state: dict, evaluation: dic
         "generator_seed": GENERATOR_SEED,
         "steps": state["step"],
         "train_seconds": round(state["train_seconds"], 1),
-        "hardware": f"{cpu_name()} ({os.cpu_count()} cores on the machine), {torch.get_num_threads()} torch thread",
+        "hardware": state.get("device") or device_name(torch.device("cpu")),
         "schedule": state.get("schedule"),
         "loss_curve": state["losses"],
         "weights_sha256": hashlib.sha256(weights.read_bytes()).hexdigest() if weights.is_file() else None,
@@ -286,6 +318,13 @@ def export_best(
     best (micro F1) to model/demo/, its manifest completed with the table it reached beside its
     baselines (also returned as text). The baselines are run for the best only: they do not choose,
     and the unconstrained decoding, which rarely stops early, is the slowest column."""
+    # Here, not at the top: training (`build`) must run where only torch and transformers are, and
+    # the engines bring the product's decoding and the evaluation along.
+    from model.build import build_engine
+    from model.config import EngineSettings
+    from ops.accuracy import evaluate, read_corpus
+    from ops.eval_table import BASELINE, PRODUCT, as_json, baselines, format_table
+
     corpus = heldout_corpus(train_dir / "heldout" / f"seed{EVAL_SEED}-{documents}.jsonl", documents)
     docs, truth, kinds = read_corpus(corpus)
     scored = []
@@ -299,11 +338,21 @@ def export_best(
     _, _, best, report = max(scored)
     settings = EngineSettings(path=str(best))
     reports = {PRODUCT: report}
-    for name, engine in baselines(settings, build_engine):
+    engines = {PRODUCT: build_engine(settings), **dict(baselines(settings, build_engine))}
+    for name, engine in engines.items():
+        if name == PRODUCT:
+            continue
         reports[name] = evaluate(engine, docs, truth, batch_size, kinds)
         log(f"{best.name}: {name} scored ({reports[name].seconds:.0f} s)")
     table = as_json(reports, corpus)
     table["corpus"] = f"generate_corpus({documents}, seed={EVAL_SEED}): full-length documents, no noise"
     command = f"$ seqstream-ops demo-model export --documents {documents} --candidates {candidates}"
     text = f"{command}   # {best.name}; {table['corpus']}\n\n{format_table(reports)}"
+    # The hand-written corpus is scored, never used to choose: it stays a test of generalisation.
+    free = {PRODUCT: reports[PRODUCT], BASELINE: reports[BASELINE]}
+    free_docs, free_truth, free_kinds = read_corpus(FREEFORM_CORPUS)
+    free = {name: evaluate(engines[name], free_docs, free_truth, batch_size, free_kinds) for name in free}
+    log(f"{best.name}: free-phrasing corpus micro F1 {free[PRODUCT].as_dict()['micro']['f1']:.3f}")
+    table["freeform"] = as_json(free, FREEFORM_CORPUS)
+    text += f"\n\n{FREEFORM_CORPUS.name}: hand-written free phrasing, never trained on\n\n{format_table(free)}"
     return export(best, table, text, destination), text

@@ -127,17 +127,19 @@ def train(
     optimizer: torch.optim.Optimizer | None = None,
     on_step: Callable[[int, float], None] | None = None,
     batches: Callable[[int], Sequence[TrainingExample]] | None = None,
+    device: torch.device | None = None,
 ) -> torch.optim.Optimizer:
     """AdamW with linear warm-up then cosine decay. Each step's batch is `batches(step)`, by default
     `batch_size` of `examples` drawn by a generator seeded per step; either way a run resumed at
-    `start_step` sees the same batches as one that never stopped."""
+    `start_step` sees the same batches as one that never stopped. Batches go to `device` (default: the CPU)."""
     optimizer = optimizer or torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
     model.train()
     for step in range(start_step, recipe.steps):
         for group in optimizer.param_groups:
             group["lr"] = recipe.lr * _lr_factor(step, recipe)
         batch = batches(step) if batches is not None else sample_batch(examples, recipe, step)
-        loss = weighted_loss(model, *collate(batch, pad_id, recipe.doc_loss_weight))
+        tensors = collate(batch, pad_id, recipe.doc_loss_weight)
+        loss = weighted_loss(model, *(t.to(device, non_blocking=True) if device else t for t in tensors))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

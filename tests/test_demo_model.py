@@ -55,6 +55,14 @@ def test_a_resumed_build_equals_one_that_never_stopped(tmp_path: Path) -> None:
     assert json.loads((longer / MANIFEST).read_text())["schedule"] == [[0, 4], [4, 6]]
 
 
+def test_batches_made_ahead_by_worker_processes_train_the_same_weights(tmp_path: Path) -> None:
+    here = build(TINY_PLAN, tmp_path / "here", log=lambda _: None)
+    ahead = build(TINY_PLAN, tmp_path / "ahead", log=lambda _: None, workers=2)
+    a, b = load_file(here / "model.safetensors"), load_file(ahead / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert "cores on the machine" in json.loads((ahead / MANIFEST).read_text())["hardware"]
+
+
 def test_export_ships_the_best_snapshot_with_its_held_out_numbers(tmp_path: Path) -> None:
     build(TINY_PLAN, tmp_path / "run", log=lambda _: None)
     shipped, table = export_best(tmp_path / "run", documents=3, candidates=2, destination=tmp_path / "demo")
@@ -62,6 +70,9 @@ def test_export_ships_the_best_snapshot_with_its_held_out_numbers(tmp_path: Path
     systems = manifest["evaluation"]["systems"]
     assert {PRODUCT, BASELINE} <= set(systems) and systems[PRODUCT]["documents"] == 3
     assert "seed=2" in manifest["evaluation"]["corpus"]
+    # The hand-written free-phrasing corpus is scored beside it, product and regex baseline.
+    assert set(manifest["evaluation"]["freeform"]["systems"]) == {PRODUCT, BASELINE}
+    assert "freeform.jsonl" in table
     assert (shipped / "EVAL.txt").read_text(encoding="utf-8") == table + "\n"
 
 
