@@ -32,8 +32,9 @@ EOF
 )
 echo "probe: $probe_steps steps; training $steps steps in about $budget s"
 python3 -m ops.cli demo-model build --train-dir "$train" --steps "$steps" "$@" | tee "$out/train.log"
-mkdir -p "$out/demo-train"
-for snapshot in $(ls -d "$train"/step-* | tail -n 3); do
-  cp -r "$snapshot" "$out/demo-train/"
+# The device tool brings back at most 8 files of 16 MiB: one archive per snapshot, the last two.
+for snapshot in $(ls -d "$train"/step-* | tail -n 2); do
+  tar czf "$out/$(basename "$snapshot").tgz" -C "$train" "$(basename "$snapshot")"
 done
-cp -r "$train/tokenizer" "$out/demo-train/"
+tar czf "$out/tokenizer.tgz" -C "$train" tokenizer
+ls -la "$out"
