@@ -56,7 +56,7 @@ def propose(
     grammar forbids ends the row's draft: constrained greedy never takes it.
 
     The grammar is asked for every drafting row at once, once per drafted position."""
-    drafts: list[list[int]] = [[] for _ in prompts]
+    drafts: list[list[int]] = [[] for _ in limits]  # rows past the prompts only pad the batch: limit 0
     walking = []
     for r, limit in enumerate(limits):
         if limit <= 0:
