@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from model.build import build_engine
@@ -47,9 +47,11 @@ def test_every_span_of_a_windowed_document_reads_its_text_at_its_offsets(windowe
     short = decode_document(
         msgspec.json.encode({"doc_id": "short", "text": samples[0][:40], "labels": ["甲方"]}), 1 << 20
     )
-    long_result, short_result = windowed.extract([doc, short]).extractions
     windows = windowed.windows_of(doc)
-    assert len(windows) > 1 and isinstance(long_result, WindowedExtraction)
+    # Two short samples (e.g. the same one twice) can fit one window: no windowed document then.
+    assume(len(windows) > 1)
+    long_result, short_result = windowed.extract([doc, short]).extractions
+    assert isinstance(long_result, WindowedExtraction)
     assert not isinstance(short_result, WindowedExtraction)  # a document that fits passes through as it was
     assert ReviewCode.TRUNCATED not in {r.code for r in long_result.reasons}
     for label, spans in [*long_result.fields.items(), *long_result.alternatives.items()]:
