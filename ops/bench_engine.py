@@ -107,14 +107,16 @@ def model_ms_per_step(engine: FastEngine, rows: int, context: int, steps: int = 
     return ms_since(started) / steps
 
 
-def preparation_ms(engine: FastEngine, docs: list[Document]) -> tuple[float, float]:
+def preparation_ms(engine: FastEngine | ReferenceEngine, docs: list[Document]) -> tuple[float, float]:
     """Per document: tokenising its prompts, and preparing their grammars, both from cold (an engine
     keeps the tables of the documents it has just decoded)."""
     warm = engine.constrainer
+    # The constrainer's device, not the engine's: the reference engine (transformers' generate())
+    # keeps its device on its loaded model and has no `device` of its own.
     if isinstance(warm, OracleConstrainer):
-        cold = OracleConstrainer(warm.vocab, engine.eos_id, engine.device)
+        cold = OracleConstrainer(warm.vocab, engine.eos_id, warm.device)
     else:
-        cold = Constrainer(warm.tokens, engine.eos_id, engine.device, warm.vocab)
+        cold = Constrainer(warm.tokens, engine.eos_id, warm.device, warm.vocab)
     tokenize = prepare = 0.0
     for doc in docs:
         started = time.perf_counter()
@@ -318,7 +320,9 @@ def build_model(directory: Path, texts: list[str], shape: dict[str, int], vocab:
 
 
 def _argv(args: argparse.Namespace) -> list[str]:
-    return [f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()]
+    """The options as typed, so the printed command runs again: flags bare, options left unset omitted."""
+    options = {f"--{k.replace('_', '-')}": v for k, v in vars(args).items() if v is not None and v is not False}
+    return [name if value is True else f"{name} {value}" for name, value in options.items()]
 
 
 if __name__ == "__main__":

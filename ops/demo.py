@@ -113,6 +113,9 @@ def _start_worker(settings: Settings) -> subprocess.Popen:
         **os.environ,
         "SEQSTREAM_KAFKA__BOOTSTRAP_SERVERS": settings.kafka.bootstrap_servers,
         "SEQSTREAM_MODEL__PATH": settings.model.path,
+        # The worker's settings must agree with the topics the demo created (1 and 1 on its own broker).
+        "SEQSTREAM_TOPICS__REPLICATION_FACTOR": str(settings.topics.replication_factor),
+        "SEQSTREAM_TOPICS__MIN_INSYNC_REPLICAS": str(settings.topics.min_insync_replicas),
         "SEQSTREAM_WORKER__DATA_DIR": str(DEMO_DIR / "faust"),
         "SEQSTREAM_WORKER__WEB_PORT": "0",
     }

@@ -62,6 +62,8 @@ class SoakResult:
     drained: bool = False
     worker_alive: bool = True
     idle_rss_bytes: int = 0  # after one warm-up document: model loaded, nothing queued
+    # error_code -> dead letters among the answers (first answers only), to tell which path a flood took
+    dead_letter_codes: Counter[str] = field(default_factory=Counter)
 
     @property
     def peak_rss_bytes(self) -> int:
@@ -141,7 +143,7 @@ def run_soak(
     next_sample, last_answered = started + sample_s, 0
     try:
         while True:
-            _read(reader, answers, wanted)
+            _read(reader, answers, wanted, result.dead_letter_codes, settings.topics.dead_letter)
             now = time.monotonic()
             if now >= next_sample:
                 answered = len(answers)
@@ -244,7 +246,13 @@ def _reader(settings: Settings, run: str) -> Consumer:
     return consumer
 
 
-def _read(consumer: Consumer, answers: Counter[bytes], wanted: set[bytes]) -> None:
+def _read(
+    consumer: Consumer,
+    answers: Counter[bytes],
+    wanted: set[bytes],
+    dead_letter_codes: Counter[str] | None = None,
+    dead_letter_topic: str = "",
+) -> None:
     for message in consumer.consume(1000, timeout=0.5):
         if message.error():
             if message.error().code() != KafkaError._PARTITION_EOF:
@@ -252,4 +260,7 @@ def _read(consumer: Consumer, answers: Counter[bytes], wanted: set[bytes]) -> No
             continue
         # Records are keyed by doc_id; earlier runs' records on the same topics are not ours.
         if message.key() in wanted:
+            first = not answers[message.key()]
             answers[message.key()] += 1
+            if first and dead_letter_codes is not None and message.topic() == dead_letter_topic:
+                dead_letter_codes[json.loads(message.value())["error_code"]] += 1

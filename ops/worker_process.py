@@ -73,16 +73,19 @@ WORKER_COMMAND = [sys.executable, "-m", "streams.cli", "worker"]
 class WorkerProcess:
     """`command` replaces `seqstream worker`, e.g. with a wrapper that injects a fault."""
 
-    def __init__(self, env: dict[str, str], log_path: Path, command: list[str] | None = None) -> None:
+    def __init__(
+        self, env: dict[str, str], log_path: Path, command: list[str] | None = None, cwd: Path | None = None
+    ) -> None:
         self.env = {**os.environ, **env}
         self.log_path = log_path
         self.command = command or WORKER_COMMAND
+        self.cwd = cwd
         self.process: subprocess.Popen | None = None
         self.starts = 0
 
     def start(self) -> None:
         log = self.log_path.open("ab")
-        self.process = subprocess.Popen(self.command, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(self.command, env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=self.cwd)
         self.starts += 1
 
     @property

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import faust
 from aiokafka.errors import KafkaTimeoutError
@@ -34,12 +35,15 @@ LAG_INTERVAL_S = 5.0
 
 def create_app(settings: Settings, pipeline: Pipeline) -> faust.App:
     servers = ";".join(settings.kafka.bootstrap_servers.split(","))
+    # Faust makes its data directory without parents and dies on a missing one at start-up.
+    data_dir = Path(settings.worker.data_dir).expanduser()
+    data_dir.mkdir(parents=True, exist_ok=True)
     app = faust.App(
         settings.worker.app_id,
         broker=f"kafka://{servers}",
         # None = plaintext; else SASL (SCRAM) and/or TLS, from the same fields as the CLI's clients.
         broker_credentials=faust_credentials(settings.kafka),
-        datadir=settings.worker.data_dir,
+        datadir=str(data_dir),
         consumer_auto_offset_reset="earliest",
         producer_acks=settings.kafka.producer_acks,
         producer_max_request_size=settings.topics.dead_letter_max_message_bytes,

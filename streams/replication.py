@@ -8,7 +8,9 @@ document may be dropped for it and the worker must not crash:
 - when a client gives up, the driver writes the batch again after a growing pause (`Backoff`,
   `write_until_acknowledged`) instead of crashing (Faust) or redoing the batch at once (exactly-once);
 - `ReplicationWatch` reads the cluster's metadata on a thread of its own and puts one pipeline
-  alert on the alerts topic when an output partition falls short, and logs when all are whole again.
+  alert on the alerts topic when an output partition falls short of its topic's own
+  `min.insync.replicas` (read from the broker, not the settings: topics created by hand or by an
+  earlier configuration carry theirs), and logs when all are whole again.
 
 The drivers only call into this module, so both share one behaviour.
 """
@@ -19,13 +21,13 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import msgspec
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, ClusterMetadata
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigResource, ResourceType
 
 from schemas.messages import AlertRecord
 from streams.kafka_io import client_config
@@ -34,6 +36,8 @@ from streams.settings import Settings
 log = logging.getLogger(__name__)
 
 WATCH_INTERVAL_S = 2.0
+# A topic's min.insync.replicas changes only when an admin alters it: read it again at most this often.
+CONFIG_REFRESH_S = 60.0
 _encoder = msgspec.json.Encoder()
 
 
@@ -46,24 +50,41 @@ class ShortPartition:
     in_sync: int
     replicas: int
     has_leader: bool
+    min_insync: int
 
     def __str__(self) -> str:
         leader = "" if self.has_leader else ", no leader"
-        return f"{self.topic}[{self.partition}] {self.in_sync}/{self.replicas} in sync{leader}"
+        return f"{self.topic}[{self.partition}] {self.in_sync}/{self.replicas} in sync (min {self.min_insync}){leader}"
 
 
-def short_partitions(metadata: ClusterMetadata, topics: Iterable[str], min_insync: int) -> list[ShortPartition]:
-    """The partitions of `topics` with no leader or fewer than `min_insync` replicas in sync."""
+def short_partitions(metadata: ClusterMetadata, min_insync: Mapping[str, int]) -> list[ShortPartition]:
+    """The partitions with no leader or fewer replicas in sync than their topic's minimum.
+
+    `min_insync` maps each topic to the minimum the broker holds for it.
+    """
     short = []
-    for topic in topics:
+    for topic, minimum in min_insync.items():
         described = metadata.topics.get(topic)
         if described is None:
             continue
         for p in described.partitions.values():
             has_leader = p.leader >= 0
-            if not has_leader or len(p.isrs) < min_insync:
-                short.append(ShortPartition(topic, p.id, len(p.isrs), len(p.replicas), has_leader))
+            if not has_leader or len(p.isrs) < minimum:
+                short.append(ShortPartition(topic, p.id, len(p.isrs), len(p.replicas), has_leader, minimum))
     return sorted(short, key=lambda s: (s.topic, s.partition))
+
+
+def read_min_insync(admin: AdminClient, topics: Iterable[str], timeout_s: float = 10.0) -> dict[str, int]:
+    """Each existing topic's `min.insync.replicas` as the broker holds it; topics it cannot describe are left out."""
+    resources = [ConfigResource(ResourceType.TOPIC, topic) for topic in topics]
+    found = {}
+    for resource, future in admin.describe_configs(resources, request_timeout=timeout_s).items():
+        try:
+            entries = future.result(timeout=timeout_s)
+        except KafkaException:  # not created yet, or no broker answered: the caller keeps what it knew
+            continue
+        found[resource.name] = int(entries["min.insync.replicas"].value)
+    return found
 
 
 class Backoff:
@@ -112,9 +133,12 @@ class ReplicationWatch:
     the documents' minimum it would wait on the very shortage it reports.
     """
 
-    def __init__(self, settings: Settings, interval_s: float = WATCH_INTERVAL_S) -> None:
+    def __init__(
+        self, settings: Settings, interval_s: float = WATCH_INTERVAL_S, config_refresh_s: float = CONFIG_REFRESH_S
+    ) -> None:
         self.settings = settings
         self.interval_s = interval_s
+        self.config_refresh_s = config_refresh_s
         t = settings.topics
         # The alerts topic asks for one replica in sync (streams/topics.py): it stays writable.
         self.topics = [t.fields, t.review, t.dead_letter, t.audit]
@@ -127,6 +151,8 @@ class ReplicationWatch:
         )
         self.short: list[ShortPartition] = []
         self.alerts_sent = 0
+        self._min_insync: dict[str, int] = {}
+        self._min_insync_read_at = -config_refresh_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -148,22 +174,37 @@ class ReplicationWatch:
         except Exception as exc:  # no broker answers at all: nothing to read, nowhere to write the alert
             log.warning("replication watch: cluster metadata unavailable (%s)", exc)
             return self.short
-        short = short_partitions(metadata, self.topics, self.settings.topics.min_insync_replicas)
+        short = short_partitions(metadata, self.min_insync())
         if short and not self.short:
             self._alert(short)
         elif self.short and not short:
-            log.warning(
-                "every output partition has %d replicas in sync again", self.settings.topics.min_insync_replicas
-            )
+            log.warning("every output partition has its min.insync.replicas in sync again")
         self.short = short
         self._producer.poll(0)
         return short
 
+    def min_insync(self) -> dict[str, int]:
+        """Each output topic's own minimum, read again every `config_refresh_s` or while one is unknown.
+
+        What the broker enforces is the topic's config, which the settings only proposed when the
+        topic was created (a single broker's topics have 1 where the settings' default is 2). A
+        topic not read yet (missing, or no broker answered) counts with the settings' value.
+        """
+        stale = time.monotonic() - self._min_insync_read_at > self.config_refresh_s
+        if stale or len(self._min_insync) < len(self.topics):
+            try:
+                self._min_insync.update(read_min_insync(self._admin, self.topics))
+                self._min_insync_read_at = time.monotonic()
+            except KafkaException as exc:  # keep the values known; the metadata check still runs
+                log.warning("replication watch: topic configs unavailable (%s)", exc)
+        default = self.settings.topics.min_insync_replicas
+        return {topic: self._min_insync.get(topic, default) for topic in self.topics}
+
     def _alert(self, short: list[ShortPartition]) -> None:
         message = (
-            f"{len(short)} output partition(s) below min.insync.replicas="
-            f"{self.settings.topics.min_insync_replicas}: writes stall (NOT_ENOUGH_REPLICAS) and are retried "
-            f"until brokers return; no document is dropped. {', '.join(map(str, short[:12]))}"
+            f"{len(short)} output partition(s) below their topic's min.insync.replicas: writes stall "
+            f"(NOT_ENOUGH_REPLICAS) and are retried until brokers return; no document is dropped. "
+            f"{', '.join(map(str, short[:12]))}"
         )
         log.error("%s", message)
         worker_id = self.settings.worker.worker_id

@@ -104,9 +104,17 @@ class WorkerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # Faust's web server (0 = off); it serves /metrics, /healthz and /readyz.
     web_port: int = 0
     log_level: str = "info"
-    data_dir: str = "var/faust"
+    # Faust's local state. Not relative to the working directory: a worker started anywhere must
+    # find (or make) it, so it lives in the user's cache like the rest of SeqStream's files.
+    data_dir: str = msgspec.field(default_factory=lambda: default_data_dir(os.environ))
     # Write every record's per-token decode trace to the audit topic (costs bytes; see ops/BENCHMARKS.md).
     audit: bool = False
+
+
+def default_data_dir(environ: Mapping[str, str]) -> str:
+    """`$XDG_CACHE_HOME/seqstream/faust`, `~/.cache/seqstream/faust` without it."""
+    cache = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "seqstream", "faust")
 
 
 def transactional_id_prefix(worker: WorkerSettings) -> str:

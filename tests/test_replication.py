@@ -34,9 +34,15 @@ def test_a_partition_is_short_below_the_minimum_in_sync_or_without_a_leader() ->
             "raw": [(1, [1])],  # not an output: reading it needs no in-sync minimum
         }
     )
-    short = short_partitions(metadata, ["fields", "review", "missing"], min_insync=2)
-    assert [str(s) for s in short] == ["fields[2] 1/3 in sync", "review[0] 0/3 in sync, no leader"]
-    assert short_partitions(metadata, ["fields"], min_insync=1) == []
+    short = short_partitions(metadata, {"fields": 2, "review": 2, "missing": 2})
+    assert [str(s) for s in short] == ["fields[2] 1/3 in sync (min 2)", "review[0] 0/3 in sync (min 2), no leader"]
+    # Each topic against its own minimum (what the broker enforces), not one number for all.
+    assert short_partitions(metadata, {"fields": 1}) == []
+    assert [str(s) for s in short_partitions(metadata, {"fields": 3, "review": 0})] == [
+        "fields[1] 2/3 in sync (min 3)",
+        "fields[2] 1/3 in sync (min 3)",
+        "review[0] 0/3 in sync (min 0), no leader",
+    ]
 
 
 def test_backoff_doubles_to_its_ceiling_and_starts_over_after_a_success() -> None:

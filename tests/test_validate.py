@@ -63,10 +63,30 @@ def test_low_confidence_goes_to_review(tokenizer) -> None:
 def test_flat_distribution_raises_an_entropy_alarm_naming_the_step(tokenizer) -> None:
     result = run(tokenizer, "甲方: None\n乙方: None\n签约日期: None", entropy=3.0)
     assert ReviewCode.ENTROPY_ALARM in {r.code for r in result.reasons}
-    assert result.alarmed_steps == len(generation(tokenizer, "甲方: None\n乙方: None\n签约日期: None").token_ids)
+    # Every step is flat, but only the three that chose None over a value decided anything.
+    assert result.alarmed_steps == 3
+    assert [(a.label, a.value) for a in result.alarmed] == [("甲方", None), ("乙方", None), ("签约日期", None)]
+    assert [a.chosen.text for a in result.alarms] == ["N", "N", "N"]
     first = result.alarms[0]
     assert first.entropy_nats == 3.0 and first.threshold == SETTINGS.entropy_threshold
     assert first.chosen.prob == pytest.approx(0.99) and len(first.alternatives) == 2
+
+
+def test_alarms_come_only_from_a_label_s_decision_and_the_tokens_of_kept_values(tokenizer) -> None:
+    """Flat at every step: the label heads, `: ` and the invented value decide nothing in the record."""
+    answer = "甲方: 北京编造科技有限公司\n乙方: 王伟\n签约日期: None"
+    result = run(tokenizer, answer, entropy=3.0)
+    [trace] = result.traces
+    steps = {(a.label, a.value): [] for a in result.alarmed}
+    for a in result.alarmed:
+        steps[a.label, a.value].append(trace.token_texts[a.step])
+    # 甲方's value is not in the text (never a field): only its decision counts, the token that began it;
+    # 乙方's value counts whole, with the line end that closed it; 签约日期's None at its first token.
+    assert steps == {("甲方", None): ["北京"], ("乙方", "王伟"): ["王伟", "\n"], ("签约日期", None): ["N"]}
+    counted = {a.step for a in result.alarmed}
+    heads = [i for i, text in enumerate(trace.token_texts) if text and text in "甲方乙方签约日期: "]
+    assert heads and not counted & set(heads), "a label head or separator raised an alarm"
+    assert result.alarmed_steps == len(counted) < len(trace.generation.token_ids)
 
 
 def test_missing_label_and_unfinished_output_are_flagged(tokenizer) -> None:

@@ -7,7 +7,9 @@ from itertools import pairwise
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from model.answers.validate import Extraction
+from model.answers.validate import AlarmedStep, DecodeTrace, Extraction
+from model.config import EngineSettings
+from model.signals import Generation
 from model.windows.engine import schedule
 from model.windows.merge import WindowedExtraction, merge_windows
 from model.windows.split import SENTENCE_ENDS, Window, split_text
@@ -15,6 +17,11 @@ from schemas.messages import ReviewCode, ReviewReason, Span
 
 FILLER = "合同甲乙方应当依法履行义务本条款未尽事宜按国家有关规定执行"
 VALUES = ["张伟", "上海恒达物流有限公司", "2024年3月15日"]
+MERGE_SETTINGS = EngineSettings(path="unused", confidence_threshold=0.85, entropy_threshold=2.5)
+
+
+def _no_decode(token_ids) -> str:
+    raise AssertionError("these extractions have no alarmed steps to spell")
 
 
 @st.composite
@@ -114,7 +121,7 @@ def test_values_at_the_head_across_a_boundary_and_at_the_tail_are_found_once(doc
     parts = [window_extraction(text, w, "人物", VALUES, confidence) for w in windows]
     for w, part in zip(windows, parts, strict=True):  # each window's spans read its own text
         assert all(text[w.start + s.start : w.start + s.end] == s.text for s in part.fields["人物"])
-    merged = merge_windows("d", ("人物",), windows, parts, frozenset(), 0.85, 2.5)
+    merged = merge_windows("d", ("人物",), windows, parts, frozenset(), MERGE_SETTINGS, _no_decode)
     spans = merged.fields["人物"]
     assert sorted(s.text for s in spans) == sorted(VALUES)  # each once, no cut-off fragment
     for span in spans:
@@ -134,12 +141,12 @@ def test_a_single_value_label_keeps_its_most_confident_candidate_and_the_others_
     second = Extraction(
         doc_id="d", fields={"甲方": [span("远航公司", 45 - 18, 0.91)], "人物": [span("远航", 27, 0.95)]}
     )
-    merged = merge_windows("d", ("甲方", "人物"), windows, [first, second], {"甲方"}, 0.85, 2.5)
+    merged = merge_windows("d", ("甲方", "人物"), windows, [first, second], {"甲方"}, MERGE_SETTINGS, _no_decode)
     assert [(s.text, s.start, s.window) for s in merged.fields["甲方"]] == [("恒达公司", 3, 0)]
     assert [(s.text, s.start, s.window) for s in merged.alternatives["甲方"]] == [("远航公司", 45, 1)]
     assert [s.text for s in merged.fields["人物"]] == ["恒达", "远航"]  # several values: the union
     unsure = Extraction(doc_id="d", fields={"人物": [span("远航", 27, 0.4)]})
-    merged = merge_windows("d", ("人物",), windows, [first, unsure], set(), 0.85, 2.5)
+    merged = merge_windows("d", ("人物",), windows, [first, unsure], set(), MERGE_SETTINGS, _no_decode)
     assert [s.text for s in merged.fields["人物"]] == ["恒达"]  # a guess below the threshold is no field
     assert [(s.text, s.window) for s in merged.alternatives["人物"]] == [("远航", 1)]
 
@@ -150,9 +157,9 @@ def test_the_same_span_from_two_windows_counts_once_and_overlaps_go_to_the_ownin
     # The first window sees the name cut by its end; the second sees it whole, in the part it owns.
     first = Extraction(doc_id="d", fields={"医院名称": [span("北京市朝阳区人", 20, 0.99)]})
     second = Extraction(doc_id="d", fields={"医院名称": [span("北京市朝阳区人民医院", 0, 0.9)]})
-    merged = merge_windows("d", ("医院名称",), windows, [first, second], frozenset(), 0.85, 2.5)
+    merged = merge_windows("d", ("医院名称",), windows, [first, second], frozenset(), MERGE_SETTINGS, _no_decode)
     assert [(s.text, s.start) for s in merged.fields["医院名称"]] == [("北京市朝阳区人民医院", 20)]
-    same = merge_windows("d", ("医院名称",), windows, [second, second], frozenset(), 0.85, 2.5)
+    same = merge_windows("d", ("医院名称",), windows, [second, second], frozenset(), MERGE_SETTINGS, _no_decode)
     assert len(same.fields["医院名称"]) == 1
 
 
@@ -164,7 +171,7 @@ def test_reasons_about_a_candidate_the_merge_dropped_go_with_it() -> None:
     first = Extraction(doc_id="d", fields={"姓名": [span("张伟", 0, 0.99)]}, reasons=[incomplete])
     repeat = ReviewReason(code=ReviewCode.LOW_CONFIDENCE, detail="confidence 0.5", label="姓名", value="张伟")
     second = Extraction(doc_id="d", fields={"姓名": [span("张伟", 30, 0.5)]}, reasons=[low, repeat])
-    merged = merge_windows("d", ("姓名",), windows, [first, second], {"姓名"}, 0.85, 2.5)
+    merged = merge_windows("d", ("姓名",), windows, [first, second], {"姓名"}, MERGE_SETTINGS, _no_decode)
     assert isinstance(merged, WindowedExtraction)
     assert [(s.text, s.start) for s in merged.fields["姓名"]] == [("张伟", 0)]  # a repeated mention is one value
     assert [r.code for r in merged.reasons] == [ReviewCode.INCOMPLETE_OUTPUT]
@@ -179,3 +186,47 @@ def test_first_windows_go_before_any_long_documents_further_windows() -> None:
     assert sorted(p for call in calls for p in call) == sorted(
         (d, w) for d, n in enumerate([5, 1, 1, 3]) for w in range(n)
     )
+
+
+def test_a_window_s_alarms_stand_only_for_what_the_merged_record_keeps() -> None:
+    """Window 0 holds 甲方's value; window 1 has none and guesses (kept there, an alternative after the
+    merge) and hesitates over 人物, which no window finds. Only the kept value's and the undecided
+    label's alarmed steps stay, numbered across the document's prompts."""
+    text = "甲方：恒达公司。" + "条款" * 20 + "远航。"
+    windows = [Window(0, 30, 0, 24), Window(18, len(text), 24, len(text))]
+    flat = Generation(
+        token_ids=list(range(10, 20)), probs=[0.5] * 10, entropies=[3.0] * 10, top_ids=[[1, 2]] * 10,
+        top_probs=[[0.5, 0.2]] * 10, finished=True,
+    )  # fmt: skip
+    trace = DecodeTrace(("甲方", "人物"), flat, ["x"] * 10)
+    first = Extraction(
+        doc_id="d",
+        fields={"甲方": [span("恒达公司", 3, 0.97)], "人物": []},
+        alarmed=[AlarmedStep(3.0, 0, 1, "甲方", "恒达公司"), AlarmedStep(3.0, 0, 6, "人物", None)],
+        traces=[trace],
+    )
+    second = Extraction(
+        doc_id="d",
+        fields={"甲方": [span("远航", 45 - 18, 0.6)], "人物": []},
+        alarmed=[
+            AlarmedStep(3.1, 0, 1, "甲方", "远航"),  # the guess's token
+            AlarmedStep(3.2, 0, 2, "甲方", None),  # a value start that was not kept
+            AlarmedStep(3.3, 0, 7, "人物", None),
+        ],
+        traces=[trace],
+    )
+    merged = merge_windows(
+        "d", ("甲方", "人物"), windows, [first, second], {"甲方"}, MERGE_SETTINGS, lambda ids: f"<{ids[0]}>"
+    )
+    assert [s.text for s in merged.fields["甲方"]] == ["恒达公司"]
+    assert [s.text for s in merged.alternatives["甲方"]] == ["远航"]
+    kept = [(a.chunk, a.step, a.label, a.value) for a in merged.alarmed]
+    assert kept == [(0, 1, "甲方", "恒达公司"), (0, 6, "人物", None), (1, 7, "人物", None)]
+    assert merged.alarmed_steps == 3
+    assert [(a.chunk, a.step, a.chosen.text) for a in merged.alarms] == [(0, 1, "<11>"), (0, 6, "<16>"), (1, 7, "<17>")]
+    [reason] = [r for r in merged.reasons if r.code is ReviewCode.ENTROPY_ALARM]
+    assert reason.detail.startswith("3 deciding decode steps")
+    # With the kept value sure and no label left undecided, the window's guess alone raises no alarm.
+    first.alarmed, second.alarmed = [], second.alarmed[:2]
+    quiet = merge_windows("d", ("甲方", "人物"), windows, [first, second], {"甲方"}, MERGE_SETTINGS, _no_decode)
+    assert quiet.alarmed == [] and quiet.alarms == [] and not quiet.needs_review

@@ -32,6 +32,9 @@ class Piece:
 @dataclass
 class ParsedAnswer:
     values: dict[str, list[Piece]] = field(default_factory=dict)
+    # Per answered label, the character where its answer begins (a value's first or `None`'s `N`;
+    # the line's end when it is empty): the token there decides whether the label has a value.
+    starts: dict[str, int] = field(default_factory=dict)
     # (why, the label concerned if any, the offending text)
     problems: list[tuple[ReviewCode, str | None, str]] = field(default_factory=list)
 
@@ -57,6 +60,7 @@ def parse_extraction(output: str, labels: Sequence[str], accept: Callable[[str],
             continue
         value_start = line_start + cut + 1
         value = line[cut + 1 :]
+        answer.starts[label] = value_start + len(value) - len(value.lstrip())
         if value.strip() == NO_VALUE:
             answer.values[label] = []
         else:

@@ -34,6 +34,21 @@ class DecodeTrace:
     token_texts: list[str]
 
 
+@dataclass(frozen=True)
+class AlarmedStep:
+    """A decode step above the entropy threshold that counts: its token decides a label or is kept.
+
+    `label` is None for a classification; `value` is the kept value (or class) the token belongs to,
+    None for a label's decision that kept no value (its `None`, or a value that was not kept).
+    """
+
+    entropy: float
+    chunk: int
+    step: int
+    label: str | None
+    value: str | None
+
+
 @dataclass
 class Extraction:
     doc_id: str
@@ -42,6 +57,8 @@ class Extraction:
     reasons: list[ReviewReason] = field(default_factory=list)
     alarms: list[EntropyAlarm] = field(default_factory=list)
     alarmed_steps: int = 0
+    # Every step behind `alarmed_steps`, so that a merge of windows can drop those of values it let go.
+    alarmed: list[AlarmedStep] = field(default_factory=list)
     # Re-decodes the validation loop spent on failing values (model/answers/retry.py).
     retries: int = 0
     traces: list[DecodeTrace] = field(default_factory=list)
@@ -68,7 +85,6 @@ def interpret(
                 code=ReviewCode.TRUNCATED, detail="the document is longer than the model window; only its head was read"
             )
         )
-    alarmed: list[tuple[float, int, int]] = []  # (entropy, chunk, step) of every step above the threshold
     for chunk_index, (labels, generation) in enumerate(zip(chunks, generations, strict=True)):
         output, token_ends = detokenize(generation.token_ids, decode)
         # Slices of text already decoded: the audit trail costs nothing here when it is off.
@@ -79,7 +95,7 @@ def interpret(
         else:
             answer = read_extraction(output, tuple(labels), doc.text)
         chunk_retries = retries[chunk_index] if retries else {}
-        _collect(result, doc, labels, answer, generation, output, token_ends, settings, chunk_retries)
+        kept = _collect(result, doc, labels, answer, generation, output, token_ends, settings, chunk_retries)
         if not generation.finished:
             result.reasons.append(
                 ReviewReason(
@@ -87,22 +103,67 @@ def interpret(
                     detail=f"prompt {chunk_index} hit the limit of {settings.max_new_tokens} new tokens",
                 )
             )
-        threshold = settings.entropy_threshold
-        alarmed += [(e, chunk_index, step) for step, e in enumerate(generation.entropies) if e > threshold]
-    result.alarmed_steps = len(alarmed)
-    if alarmed:
-        # Only the worst become alarms: the others are counted, not spelled out token by token.
-        worst = sorted(alarmed, key=lambda a: (-a[0], a[1], a[2]))[:MAX_ALARMS_PER_DOCUMENT]
-        result.alarms = [
-            _alarm(c, s, generations[c], decode, settings) for _, c, s in sorted(worst, key=lambda a: a[1:])
+        deciding = deciding_steps(answer, kept, token_ends, len(generation.token_ids), doc.task == "classify")
+        result.alarmed += [
+            AlarmedStep(e, chunk_index, step, *deciding[step])
+            for step, e in enumerate(generation.entropies)
+            if e > settings.entropy_threshold and step in deciding
         ]
+    result.alarmed_steps = len(result.alarmed)
+    result.alarms = entropy_alarms(result.alarmed, generations, decode, settings)
+    if result.alarms:
         result.reasons.append(
             ReviewReason(
                 code=ReviewCode.ENTROPY_ALARM,
-                detail=f"{len(alarmed)} decode steps above {settings.entropy_threshold} nats",
+                detail=f"{result.alarmed_steps} deciding decode steps above {settings.entropy_threshold} nats",
             )
         )
     return result
+
+
+def deciding_steps(
+    answer: ParsedAnswer,
+    kept: Mapping[str | None, Sequence[Piece]],
+    token_ends: Sequence[int],
+    steps: int,
+    classify: bool = False,
+) -> dict[int, tuple[str | None, str | None]]:
+    """The steps whose entropy may raise an alarm, each with its (label, kept value or None).
+
+    An alarm must point at an uncertainty that changed the record. Those steps are: the token where a
+    label's answer begins (it decides between `None` and a value), and the tokens of every value kept
+    as a field (or class), with the token that ends it (which decides its extent). The label heads,
+    `: ` and line ends the grammar lays out, and values that never became fields, decide nothing in
+    the record: a model unsure there (a window without the value, guessing) is not an alarm.
+    A classification's answer begins at its first token.
+    """
+    tags: dict[int, tuple[str | None, str | None]] = {}
+    starts: Mapping[str | None, int] = {None: 0} if classify else answer.starts
+    for label, start in starts.items():
+        for step in piece_steps(Piece("", start, start + 1), token_ends):
+            tags[step] = (label, None)
+    for label, pieces in kept.items():
+        for piece in pieces:
+            spelled = piece_steps(piece, token_ends)
+            if not spelled:
+                continue
+            last = spelled[-1]
+            # The token after the value's last ends it, unless that last token already runs past it.
+            ending = [last + 1] if token_ends[last] <= piece.end and last + 1 < steps else []
+            for step in [*spelled, *ending]:
+                tags[step] = (label, piece.text)
+    return tags
+
+
+def entropy_alarms(
+    alarmed: Sequence[AlarmedStep], generations: Sequence[Generation], decode: Decode, settings: EngineSettings
+) -> list[EntropyAlarm]:
+    """The worst of the alarmed steps, spelled out in step order: the others are counted, not listed."""
+    worst = sorted(alarmed, key=lambda a: (-a.entropy, a.chunk, a.step))[:MAX_ALARMS_PER_DOCUMENT]
+    return [
+        _alarm(a.chunk, a.step, generations[a.chunk], decode, settings)
+        for a in sorted(worst, key=lambda a: (a.chunk, a.step))
+    ]
 
 
 def _collect(
@@ -115,7 +176,9 @@ def _collect(
     token_ends: list[int],
     settings: EngineSettings,
     retries: Mapping[str, int],
-) -> None:
+) -> dict[str | None, list[Piece]]:
+    """Fields, classes and reasons into `result`; returns the pieces kept, by label (None: classes)."""
+    kept: dict[str | None, list[Piece]] = {}
     for code, label, text in answer.problems:
         result.reasons.append(
             ReviewReason(code=code, detail="the model's answer does not fit", label=label, value=text)
@@ -125,7 +188,8 @@ def _collect(
             confidence = _confidence(piece, generation.probs, token_ends)
             _gate(result, None, piece.text, confidence, settings)
             result.classes.append(piece.text)
-        return
+            kept.setdefault(None, []).append(piece)
+        return kept
     for label in labels:
         if label not in answer.values:
             result.reasons.append(
@@ -159,7 +223,9 @@ def _collect(
                 retries=retries.get(label, 0),
             )
             spans.append(_normalised(span, doc.field_types.get(label)))
+            kept.setdefault(label, []).append(piece)
         result.fields[label] = spans
+    return kept
 
 
 def cut_off(generation: Generation, piece: Piece, output: str) -> bool:

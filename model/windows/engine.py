@@ -98,8 +98,11 @@ class WindowedEngine:
 
     def _merge(self, doc: Document, windows: list[Window], parts: list[Extraction]) -> Extraction:
         single = SINGLE_VALUE_LABELS.get(doc.field_set, frozenset()) if doc.field_set else frozenset()
-        thresholds = self.settings.confidence_threshold, self.settings.entropy_threshold
-        return merge_windows(doc.doc_id, doc.labels, windows, parts, single, *thresholds)
+        return merge_windows(doc.doc_id, doc.labels, windows, parts, single, self.settings, self._decode)
+
+    def _decode(self, token_ids: Sequence[int]) -> str:
+        """Token ids to text, as the engines' alarms spell their tokens (model/answers/validate.py)."""
+        return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
 
 
 def _window_document(doc: Document, windows: list[Window], index: int) -> Document:

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import msgspec
 
-from model.answers.validate import Extraction
+from model.answers.validate import AlarmedStep, Decode, Extraction, entropy_alarms
+from model.config import EngineSettings
 from model.windows.split import Window
-from schemas.messages import EntropyAlarm, ReviewCode, ReviewReason, Span
+from schemas.messages import ReviewCode, ReviewReason, Span
 
 # Reasons about one value: they stand only while that value is still a field after merging.
 VALUE_REASONS = frozenset({ReviewCode.LOW_CONFIDENCE, ReviewCode.TYPE_MISMATCH})
-MAX_ALARMS = 8  # per document, as one window's extraction keeps (model/validate.py)
 
 
 @dataclass
@@ -35,8 +36,8 @@ def merge_windows(
     windows: Sequence[Window],
     parts: Sequence[Extraction],
     single_value: Collection[str],
-    confidence_threshold: float,
-    entropy_threshold: float,
+    settings: EngineSettings,
+    decode: Decode,
 ) -> WindowedExtraction:
     """One extraction from the windows' own (`parts[i]` read `windows[i]`, offsets within it).
 
@@ -52,7 +53,10 @@ def merge_windows(
        alternatives. A window that does not hold a label's value makes the model guess, unsure
        (measured on the demo model: most such guesses are below 0.85); the union of a long
        document's guesses would bury its values, and a record's `alternatives` still shows them.
+
+    Entropy alarms follow what is kept (`_alarm_kept`): `decode` spells the alarms that remain.
     """
+    confidence_threshold = settings.confidence_threshold
     merged = WindowedExtraction(doc_id=doc_id, windows=list(windows))
     candidates: dict[str, list[_Candidate]] = {}
     for index, (window, part) in enumerate(zip(windows, parts, strict=True)):
@@ -75,7 +79,17 @@ def merge_windows(
         merged.fields[label] = sorted((c.span for c in kept), key=lambda s: s.start)
         if others:
             merged.alternatives[label] = sorted((c.span for c in others), key=lambda s: s.start)
-    _merge_the_rest(merged, parts, len(windows), entropy_threshold)
+    _merge_the_rest(merged, parts, len(windows))
+    merged.alarmed_steps = len(merged.alarmed)
+    merged.alarms = entropy_alarms(merged.alarmed, [t.generation for t in merged.traces], decode, settings)
+    if merged.alarms:
+        merged.reasons.append(
+            ReviewReason(
+                code=ReviewCode.ENTROPY_ALARM,
+                detail=f"{merged.alarmed_steps} deciding decode steps above {settings.entropy_threshold} nats "
+                f"in {len(windows)} windows",
+            )
+        )
     return merged
 
 
@@ -105,18 +119,18 @@ def _resolve(candidates: Sequence[_Candidate]) -> list[_Candidate]:
     return list(earliest.values())
 
 
-def _merge_the_rest(merged: WindowedExtraction, parts: Sequence[Extraction], count: int, threshold: float) -> None:
-    """Classes, reasons, alarms, retries and traces of all windows, numbered across the document."""
+def _merge_the_rest(merged: WindowedExtraction, parts: Sequence[Extraction], count: int) -> None:
+    """Classes, reasons, alarmed steps, retries and traces of all windows, numbered across the document."""
     # A value's reason stands only where that window's span of it is the one kept (not a repeat elsewhere).
     kept_values = {(label, s.text, s.window) for label, spans in merged.fields.items() for s in spans}
     seen_reasons: set[tuple[ReviewCode, str | None, str | None]] = set()
-    alarms: list[EntropyAlarm] = []
+    for part in parts:  # first: a class's alarms stand when any window chose it
+        merged.classes.extend(c for c in part.classes if c not in merged.classes)
     prompt = 0
     for index, part in enumerate(parts):
-        merged.classes.extend(c for c in part.classes if c not in merged.classes)
         for reason in part.reasons:
             if reason.code is ReviewCode.ENTROPY_ALARM:
-                continue  # one for the document, below
+                continue  # one for the document, from the alarmed steps that stay
             if reason.code in VALUE_REASONS and (reason.label, reason.value, index) not in kept_values:
                 continue  # about a candidate the merge let go
             key = (reason.code, reason.label, reason.value)
@@ -124,19 +138,25 @@ def _merge_the_rest(merged: WindowedExtraction, parts: Sequence[Extraction], cou
                 seen_reasons.add(key)
                 detail = f"{reason.detail} (window {index + 1} of {count})"
                 merged.reasons.append(msgspec.structs.replace(reason, detail=detail))
-        # A window's alarms number its own prompts; the document's number them all, as its audit does.
-        alarms.extend(msgspec.structs.replace(a, chunk=a.chunk + prompt) for a in part.alarms)
-        merged.alarmed_steps += part.alarmed_steps
+        # A window's steps number its own prompts; the document's number them all, as its audit does.
+        merged.alarmed.extend(
+            dataclasses.replace(a, chunk=a.chunk + prompt) for a in part.alarmed if _alarm_kept(a, merged)
+        )
         merged.retries += part.retries
         merged.traces.extend(part.traces)
         merged.trace_windows.extend([index] * len(part.traces))
         prompt += len(part.traces)
-    if alarms:
-        worst = sorted(alarms, key=lambda a: (-a.entropy_nats, a.chunk, a.step))[:MAX_ALARMS]
-        merged.alarms = sorted(worst, key=lambda a: (a.chunk, a.step))
-        merged.reasons.append(
-            ReviewReason(
-                code=ReviewCode.ENTROPY_ALARM,
-                detail=f"{merged.alarmed_steps} decode steps above {threshold} nats in {count} windows",
-            )
-        )
+
+
+def _alarm_kept(step: AlarmedStep, merged: WindowedExtraction) -> bool:
+    """Whether a window's alarmed step decided what the document's record keeps.
+
+    A value's steps count when the record keeps that value for its label (a field, not an
+    alternative); a label's decision that kept no value in its window (its `None`) counts when the
+    record keeps no value for the label either. So a window without a label's value, where the
+    model guessed or hesitated, raises no alarm once another window's value is what the record says.
+    """
+    if step.label is None:
+        return step.value is None or step.value in merged.classes
+    kept = {span.text for span in merged.fields.get(step.label, [])}
+    return step.value in kept if step.value is not None else not kept
