@@ -32,9 +32,11 @@ class EngineSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     top_alternatives: int = 5
     # Decode only answers the parser reads, with values copied from the source (model/grammar/mask.py).
     constrained: bool = True
-    # Copy-draft decoding (model/grammar/draft.py): several tokens per forward pass, the same tokens. auto = on
-    # CUDA only. A verify pass's matrix products take shapes set by the batch mates' drafts, and
-    # kernels round by shape, so the float signals (confidence, entropy) move by ~1e-6 with the
-    # batch: on the CPU that would give up the bit-for-bit batch independence it otherwise keeps.
-    copy_draft: Literal["auto", "on", "off"] = "auto"
+    # Copy-draft decoding (model/grammar/draft.py): several tokens per forward pass, the same tokens.
+    # Off unless asked for: on an H200 (ops/BENCHMARKS.md) a verify pass cost ~30 ms of host work
+    # (one masked greedy step per drafted position) and saved a quarter of the passes, where a
+    # step of the model alone took 0.5 ms. It pays only where the model's step dwarfs that. A verify
+    # pass's matrix products also take shapes set by the batch mates' drafts, and kernels round by
+    # shape, so the float signals (confidence, entropy) move by ~1e-6 with the batch.
+    copy_draft: Literal["on", "off"] = "off"
     draft_tokens: int = 8

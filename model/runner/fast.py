@@ -80,7 +80,7 @@ class FastEngine(ExtractionFlow):
             compile_decode = settings.compile == "on" or (settings.compile == "auto" and self.device.type == "cuda")
         self.compiled = compile_decode
         self.signals = signal_tensors
-        self.drafts = settings.copy_draft == "on" or (settings.copy_draft == "auto" and self.device.type == "cuda")
+        self.drafts = settings.copy_draft == "on"
         step = make_decode_one_token(self.attend)
         if self.compiled:
             # One graph per (batch, length) bucket; CUDA graphs remove the per-step launch overhead.
