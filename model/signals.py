@@ -44,24 +44,25 @@ def signal_tensors(logits: torch.Tensor, legal: torch.Tensor | None, k: int) -> 
     fast engine compiles where it compiles its decode step: the mask and every signal fuse into a
     few reads of [B, V].
 
-    Over a vocabulary of 250,880 each pass over [B, V] counts, so the full distribution is
-    normalised once: the masked probabilities are the full ones divided by the legal tokens'
-    share, and choice and runners-up come from one top-k of the masked logits.
+    Over a vocabulary of 250,880 each pass over [B, V] counts, and so does each fresh [B, V]
+    buffer: the full distribution is normalised once, its two buffers are then masked in place,
+    the masked probabilities are the full ones divided by the legal tokens' share, and choice and
+    runners-up come from one top-k.
     """
     x = logits.float()
     log_probs = torch.log_softmax(x, dim=-1)
     probs = log_probs.exp()
     # log_softmax is finite where logits are, so p log p needs no guard for p = 0.
     entropy = -torch.linalg.vecdot(probs, log_probs)
-    masked = x if legal is None else x.masked_fill(~legal, float("-inf"))
-    top_x, top_ids = masked.topk(min(k + 1, x.shape[-1]), dim=-1)
-    chosen = _lowest_of_ties(masked, top_x, top_ids)
-    # Rows with fewer legal tokens than k + 1 fill the top-k with masked ones: probability 0.
-    top_log_probs = log_probs.gather(-1, top_ids).masked_fill(top_x == float("-inf"), float("-inf"))
+    if legal is not None:
+        illegal = ~legal
+        log_mass = _log_legal_mass(probs.masked_fill_(illegal, 0.0).sum(-1), log_probs, legal)
+        log_probs.masked_fill_(illegal, float("-inf"))
+    top_log_probs, top_ids = log_probs.topk(min(k + 1, x.shape[-1]), dim=-1)
+    chosen = _greedy_choice(x, legal, top_log_probs, top_ids)
     chosen_log_prob = log_probs.gather(-1, chosen[:, None])[:, 0]
     if legal is None:
         return chosen, chosen_log_prob.exp(), entropy, top_ids, top_log_probs.exp()
-    log_mass = _log_legal_mass(legal, probs, log_probs)
     return (
         chosen,
         (chosen_log_prob - log_mass).exp(),
@@ -71,24 +72,32 @@ def signal_tensors(logits: torch.Tensor, legal: torch.Tensor | None, k: int) -> 
     )
 
 
-def _lowest_of_ties(masked: torch.Tensor, top_x: torch.Tensor, top_ids: torch.Tensor) -> torch.Tensor:
-    """The greedy choice, ties to the lowest token id (what argmax gives), from the top-k: top-k
-    returns ties in no promised order, and a plain argmax over [B, V] costs a pass of its own."""
-    tie = top_x == top_x[:, :1]
-    chosen = torch.where(tie, top_ids, masked.shape[-1]).amin(-1)
-    # Only if every kept entry ties may a lower id lie outside them.
-    spill = tie.all(-1)
+def _greedy_choice(
+    x: torch.Tensor, legal: torch.Tensor | None, top_log_probs: torch.Tensor, top_ids: torch.Tensor
+) -> torch.Tensor:
+    """The argmax of the masked logits, ties to the lowest token id, from the top-k of the masked
+    log-probabilities: a plain argmax over [B, V] costs a pass of its own. Logits a rounding apart
+    may share a log-probability (never swap order), so the logits decide among the tied top."""
+    top_x = x.gather(-1, top_ids)
+    top = top_log_probs == top_log_probs[:, :1]
+    best = torch.where(top, top_x, float("-inf")).amax(-1, keepdim=True)
+    chosen = torch.where(top & (top_x == best), top_ids, x.shape[-1]).amin(-1)
+    # Only if every kept entry ties may a tied one lie outside them.
+    spill = top.all(-1)
     if torch.compiler.is_compiling():
-        return torch.where(spill, masked.argmax(-1), chosen)
+        return torch.where(spill, _masked(x, legal).argmax(-1), chosen)
     if bool(spill.any()):
-        chosen[spill] = masked[spill].argmax(-1)
+        chosen[spill] = _masked(x[spill], None if legal is None else legal[spill]).argmax(-1)
     return chosen
 
 
-def _log_legal_mass(legal: torch.Tensor, probs: torch.Tensor, log_probs: torch.Tensor) -> torch.Tensor:
+def _masked(x: torch.Tensor, legal: torch.Tensor | None) -> torch.Tensor:
+    return x if legal is None else x.masked_fill(~legal, float("-inf"))
+
+
+def _log_legal_mass(mass: torch.Tensor, log_probs: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
     """log of the legal tokens' share of the full distribution; taken from the log-probabilities
     for rows where the model puts so little on every legal token that the sum underflows."""
-    mass = torch.where(legal, probs, 0.0).sum(-1)
     if torch.compiler.is_compiling():
         exact = torch.logsumexp(log_probs.masked_fill(~legal, float("-inf")), -1)
         return torch.where(mass > TINY_MASS, mass.log(), exact)
