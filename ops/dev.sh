@@ -16,8 +16,10 @@ VENV="$CACHE/venv-$key"
 
 # Exits 0 when the environment's editable install of seqstream already points at the directory given.
 EDITABLE_HERE='
-import importlib.metadata, json, os, sys, urllib.parse, urllib.request
-info = json.loads(importlib.metadata.distribution("seqstream").read_text("direct_url.json") or "{}")
+import importlib.metadata, json, os, sys, sysconfig, urllib.parse, urllib.request
+# The installed one, not the seqstream.egg-info setuptools leaves in the checkout (first on sys.path).
+found = importlib.metadata.distributions(name="seqstream", path=[sysconfig.get_paths()["purelib"]])
+info = next((json.loads(d.read_text("direct_url.json") or "{}") for d in found), {})
 url = urllib.parse.urlparse(info.get("url", ""))
 editable = info.get("dir_info", {}).get("editable", False)
 here = url.scheme == "file" and os.path.realpath(urllib.request.url2pathname(url.path)) == os.path.realpath(sys.argv[1])

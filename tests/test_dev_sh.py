@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -27,5 +28,6 @@ def test_dev_sh_run_is_quiet_and_leaves_the_editable_install_pointing_here() -> 
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == sys.prefix, "dev.sh ran the command in another environment"
         assert done.stderr == ""
-    direct_url = json.loads(importlib.metadata.distribution("seqstream").read_text("direct_url.json") or "{}")
-    assert direct_url["url"] == REPO.resolve().as_uri()
+    # The installed distribution, not the seqstream.egg-info setuptools leaves in the checkout.
+    [installed] = importlib.metadata.distributions(name="seqstream", path=[sysconfig.get_paths()["purelib"]])
+    assert json.loads(installed.read_text("direct_url.json") or "{}")["url"] == REPO.resolve().as_uri()

@@ -23,11 +23,9 @@ from schemas.messages import Document, Timings
 NEW_TOKENS = 12
 LOGIT_TOLERANCE = 1e-4
 
+
 # Failed on a fresh machine with torch 2.13 and 2.15 alike (one digit of a record differs): the
 # machine's kernels, not a dependency. Open; see the stop 9 note.
-BATCH_INVARIANCE_OPEN = "batch invariance does not hold on every CPU; under investigation"
-
-
 @pytest.fixture(scope="module")
 def peaky_model(tmp_path_factory):
     """Random weights with a large init: varied greedy outputs, and no near-ties to blur a comparison."""
@@ -147,10 +145,6 @@ def test_backends_agree_with_each_other(peaky_model) -> None:
         assert max((a - b).abs().max().item() for a, b in zip(logits, base_logits, strict=True)) <= LOGIT_TOLERANCE
 
 
-@pytest.mark.xfail(
-    reason=BATCH_INVARIANCE_OPEN,
-    strict=False,
-)
 def test_output_does_not_depend_on_batch_mates(peaky_model) -> None:
     """Exact on CPU fp32: the same document alone, or among others of any length, in any order."""
     loaded, settings = peaky_model
@@ -184,10 +178,6 @@ def test_compiled_decode_step_matches_eager(peaky_model) -> None:
     assert max((a - b).abs().max().item() for a, b in zip(logits, plain_logits, strict=True)) <= LOGIT_TOLERANCE
 
 
-@pytest.mark.xfail(
-    reason=BATCH_INVARIANCE_OPEN,
-    strict=False,
-)
 def test_replicas_share_a_batch_without_changing_any_output(peaky_model) -> None:
     """Two replicas (on the CPU here, one per GPU in production) give the single engine's results."""
     from model.build import build_engine

@@ -7,7 +7,7 @@ from datetime import date, timedelta
 
 import cn2an
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from model.values.field_types import id_card_check_digit, matches
@@ -217,6 +217,9 @@ def test_normal_forms_are_fixed_points(text: str, kind) -> None:
 
 @given(st.integers(min_value=1, max_value=10**12 - 1))
 def test_amounts_in_financial_numerals_parse_back(n: int) -> None:
+    # cn2an leaves out the 零 of an empty 万 group before a thousands digit (200,001,000 comes out as
+    # 贰亿壹仟, which reads as 2.1亿 too): the normaliser rightly refuses that, so it is not drawn.
+    assume(not (n >= 10**8 and n // 10**4 % 10**4 == 0 and n % 10**4 >= 1000))
     written = cn2an.an2cn(n, "up")
     for text in (written, written + "元整", "人民币" + written + "元"):
         outcome = normalise("amount", text)
