@@ -118,17 +118,23 @@ def test_the_demos_long_sample_lands_in_fields_with_values_from_beyond_its_first
 
 
 def test_entropy_alarms_of_long_documents_come_only_from_what_the_record_keeps() -> None:
-    """The shipped demo model on long contracts read in windows: in a window without a label's
-    value it guesses, unsure, and those guesses go to `alternatives`. Their steps raised alarms and
-    sent every such document to review; an alarm must come from a step that decided the record: a
-    kept value's tokens (and the token ending it) or the decision of a label that kept no value."""
-    engine = build_engine(EngineSettings(path=str(DEMO_MODEL_DIR), device="cpu"))
+    """The shipped demo model on long contracts read in windows. An alarm must come from a step that
+    decided the record: a kept value's tokens (and the token ending it) or the decision of a label
+    that kept no value; a window's guess that the merge let go raises none (tests/test_windows.py
+    holds the rule on made-up windows). The demo model shipped before the 6,300-step one guessed, unsure,
+    in windows without a label's value, and those steps sent every such document to review; the
+    one shipped now answers `None` there, so these documents go to the fields topic."""
     generated = [generate_document("contract", 11, i, long=True, chars=3000) for i in (0, 2, 4)]
     docs = [decode_document(msgspec.json.encode(g.raw()), 1 << 20) for g in generated]
-    threshold = EngineSettings(path="unused").entropy_threshold
-    quiet_despite_guesses = 0
-    for g, extraction in zip(generated, engine.extract(docs).extractions, strict=True):
+    # At the product's threshold (2.5 nats) no step of these documents alarms; at 0.05 nats 6-10 do,
+    # so the rule has steps to hold to.
+    touchy = build_engine(EngineSettings(path=str(DEMO_MODEL_DIR), device="cpu", entropy_threshold=0.05))
+    engine = build_engine(EngineSettings(path=str(DEMO_MODEL_DIR), device="cpu"))
+    for g, extraction, product in zip(
+        generated, touchy.extract(docs).extractions, engine.extract(docs).extractions, strict=True
+    ):
         assert isinstance(extraction, WindowedExtraction) and len(extraction.windows) > 1
+        assert extraction.alarmed_steps > 0
         kept = {label: {s.text for s in spans} for label, spans in extraction.fields.items()}
         for step in extraction.alarmed:
             token = extraction.traces[step.chunk].token_texts[step.step]
@@ -140,11 +146,7 @@ def test_entropy_alarms_of_long_documents_come_only_from_what_the_record_keeps()
                 assert token == "" or token in step.value or token[0] in "\t\n", token
         assert extraction.alarmed_steps == len(extraction.alarmed)
         assert {(a.chunk, a.step) for a in extraction.alarms} <= {(a.chunk, a.step) for a in extraction.alarmed}
-        # What alarmed before: every step above the threshold in any window.
-        flat = sum(e > threshold for t in extraction.traces for e in t.generation.entropies)
-        every_value_found = {label: sorted(v) for label, v in kept.items()} == g.values()
-        if every_value_found and flat and ReviewCode.ENTROPY_ALARM not in {r.code for r in extraction.reasons}:
-            quiet_despite_guesses += 1
-    # Measured with the shipped demo model: all three read every value, with 6, 11 and 14 steps above
-    # the threshold in the windows' guesses, and none in what the records keep.
-    assert quiet_despite_guesses >= 2
+        # Measured with the shipped demo model: all three read every value in 4 windows, no step above
+        # the product's threshold (the most unsure 0.22 nats), no review reason: to the fields topic.
+        assert {label: sorted({s.text for s in spans}) for label, spans in product.fields.items()} == g.values()
+        assert product.reasons == [] and product.alarmed_steps == 0
