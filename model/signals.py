@@ -56,8 +56,8 @@ def signal_tensors(logits: torch.Tensor, legal: torch.Tensor | None, k: int) -> 
     entropy = -torch.linalg.vecdot(probs, log_probs)
     if legal is not None:
         illegal = ~legal
-        log_mass = _log_legal_mass(probs.masked_fill_(illegal, 0.0).sum(-1), log_probs, legal)
-        log_probs.masked_fill_(illegal, float("-inf"))
+        mass = probs.masked_fill_(illegal, 0.0).sum(-1)
+        log_mass = _log_legal_mass(mass, log_probs.masked_fill_(illegal, float("-inf")))
     top_log_probs, top_ids = log_probs.topk(min(k + 1, x.shape[-1]), dim=-1)
     chosen = _greedy_choice(x, legal, top_log_probs, top_ids)
     chosen_log_prob = log_probs.gather(-1, chosen[:, None])[:, 0]
@@ -95,16 +95,16 @@ def _masked(x: torch.Tensor, legal: torch.Tensor | None) -> torch.Tensor:
     return x if legal is None else x.masked_fill(~legal, float("-inf"))
 
 
-def _log_legal_mass(mass: torch.Tensor, log_probs: torch.Tensor, legal: torch.Tensor) -> torch.Tensor:
-    """log of the legal tokens' share of the full distribution; taken from the log-probabilities
-    for rows where the model puts so little on every legal token that the sum underflows."""
+def _log_legal_mass(mass: torch.Tensor, masked_log_probs: torch.Tensor) -> torch.Tensor:
+    """log of the legal tokens' share `mass` of the full distribution; taken from the masked
+    log-probabilities for rows where the model puts so little on every legal token that the sum
+    underflows."""
     if torch.compiler.is_compiling():
-        exact = torch.logsumexp(log_probs.masked_fill(~legal, float("-inf")), -1)
-        return torch.where(mass > TINY_MASS, mass.log(), exact)
+        return torch.where(mass > TINY_MASS, mass.log(), torch.logsumexp(masked_log_probs, -1))
     log_mass = mass.log()
     low = mass <= TINY_MASS
     if bool(low.any()):
-        log_mass[low] = torch.logsumexp(log_probs[low].masked_fill(~legal[low], float("-inf")), -1)
+        log_mass[low] = torch.logsumexp(masked_log_probs[low], -1)
     return log_mass
 
 

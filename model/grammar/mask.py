@@ -441,21 +441,18 @@ class GrammarBatch:
 
     # ------------------------------------------------------------------ advancing
     def advance(self, chosen: torch.Tensor | np.ndarray, which: Sequence[int] | None = None) -> None:
-        """Feed each row its chosen token; `which` as in `apply`."""
+        """Feed each row its chosen token; `which` as in `legal`."""
         started = time.perf_counter()
         tokens = chosen.cpu().numpy() if isinstance(chosen, torch.Tensor) else np.asarray(chosen)
         index = np.arange(len(tokens)) if which is None else np.asarray(which, dtype=np.int64)
         inside = index < len(self.rows)
         index, tokens = index[inside], tokens[inside].astype(np.int64)
         part = self.state.take(index)
-        self.state.put(index, self._after(part, tokens))
+        self.state.put(index, self.after(part, tokens))
         self.seconds += time.perf_counter() - started
 
     def after(self, part: State, tokens: np.ndarray) -> State:
         """`part`'s rows after one token each (legal ones: the caller has checked)."""
-        return self._after(part, tokens)
-
-    def _after(self, part: State, tokens: np.ndarray) -> State:
         size = self.vocab.size
         n = len(part.row)
         live = ~part.ended & ~self.free[part.row]
