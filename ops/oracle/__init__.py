@@ -41,8 +41,3 @@ class OracleBatch(BatchConstraint):
 
     def all_ended(self) -> bool:
         return all(self.ended)
-
-    def legal(self, logits: torch.Tensor, which: Sequence[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """The array grammar's answer shape: legal tokens as a mask, not masked logits."""
-        masked, forced = self.apply(logits, which)
-        return torch.isfinite(masked), forced

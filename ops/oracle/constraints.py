@@ -189,33 +189,32 @@ class BatchConstraint:
         # Host time spent masking and advancing (on a GPU, kernel time only where the host waits).
         self.seconds = 0.0
 
-    def apply(self, logits: torch.Tensor, which: Sequence[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """The masked logits, and per row whether exactly one token was legal (a forced step).
-        `which`, if given, names the batch row each of `logits`' rows is (a draft's verification
-        masks only the rows still verifying); rows without a grammar (padding) are left free."""
+    def legal(self, logits: torch.Tensor, which: Sequence[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Which tokens each row may take ([rows, V] bool), and per row whether exactly one was legal
+        (a forced step); the interface of model/grammar/mask.py's GrammarBatch. `which`, if given,
+        names the batch row each of `logits`' rows is (a draft's verification masks only the rows
+        still verifying); rows without a grammar (padding) are left free."""
         started = time.perf_counter()
         which = range(logits.shape[0]) if which is None else which
         assert len(which) == logits.shape[0], (len(which), logits.shape)
         grammars = [self.rows[r] if r < len(self.rows) else None for r in which]
         free = [i for i, row in enumerate(grammars) if row is None]
         picked = [(i, row.allowed()) for i, row in enumerate(grammars) if row is not None]
-        # Copy the legal logits into a row of -inf rather than mask the whole [B, V] tensor: a
-        # vocabulary-wide reduction or masked_fill per step costs more than all the rest.
-        masked = torch.full_like(logits, float("-inf"))
+        legal = torch.zeros(logits.shape, dtype=torch.bool, device=logits.device)
         if free:
-            masked[free] = logits[free]
+            legal[free] = True
         forced = [False] * logits.shape[0]
         if picked:
             rows = torch.cat([torch.full_like(ids, i) for i, ids in picked])
             ids = torch.cat([ids for _, ids in picked])
-            masked[rows, ids] = logits[rows, ids]
+            legal[rows, ids] = True
             for i, row_ids in picked:
                 forced[i] = row_ids.numel() == 1 or (row_ids.numel() <= FEW and row_ids.unique().numel() == 1)
         self.seconds += time.perf_counter() - started
-        return masked, torch.tensor(forced, dtype=torch.bool, device=logits.device)
+        return legal, torch.tensor(forced, dtype=torch.bool, device=logits.device)
 
     def advance(self, chosen: torch.Tensor, which: Sequence[int] | None = None) -> None:
-        """Feed each row its chosen token; `which` as in `apply`."""
+        """Feed each row its chosen token; `which` as in `legal`."""
         started = time.perf_counter()
         which = range(chosen.shape[0]) if which is None else which
         for r, token_id in zip(which, chosen.tolist(), strict=True):
