@@ -109,15 +109,7 @@ def interpret(
             for step, e in enumerate(generation.entropies)
             if e > settings.entropy_threshold and step in deciding
         ]
-    result.alarmed_steps = len(result.alarmed)
-    result.alarms = entropy_alarms(result.alarmed, generations, decode, settings)
-    if result.alarms:
-        result.reasons.append(
-            ReviewReason(
-                code=ReviewCode.ENTROPY_ALARM,
-                detail=f"{result.alarmed_steps} deciding decode steps above {settings.entropy_threshold} nats",
-            )
-        )
+    raise_alarms(result, generations, decode, settings)
     return result
 
 
@@ -155,15 +147,28 @@ def deciding_steps(
     return tags
 
 
-def entropy_alarms(
-    alarmed: Sequence[AlarmedStep], generations: Sequence[Generation], decode: Decode, settings: EngineSettings
-) -> list[EntropyAlarm]:
-    """The worst of the alarmed steps, spelled out in step order: the others are counted, not listed."""
-    worst = sorted(alarmed, key=lambda a: (-a.entropy, a.chunk, a.step))[:MAX_ALARMS_PER_DOCUMENT]
-    return [
+def raise_alarms(
+    result: Extraction,
+    generations: Sequence[Generation],
+    decode: Decode,
+    settings: EngineSettings,
+    where: str = "",
+) -> None:
+    """From `result.alarmed`: the count, the worst steps spelled out in step order (the others are
+    counted, not listed) and one review reason for the document; `where` ends the reason's detail."""
+    result.alarmed_steps = len(result.alarmed)
+    worst = sorted(result.alarmed, key=lambda a: (-a.entropy, a.chunk, a.step))[:MAX_ALARMS_PER_DOCUMENT]
+    result.alarms = [
         _alarm(a.chunk, a.step, generations[a.chunk], decode, settings)
         for a in sorted(worst, key=lambda a: (a.chunk, a.step))
     ]
+    if result.alarms:
+        result.reasons.append(
+            ReviewReason(
+                code=ReviewCode.ENTROPY_ALARM,
+                detail=f"{result.alarmed_steps} deciding decode steps above {settings.entropy_threshold} nats{where}",
+            )
+        )
 
 
 def _collect(

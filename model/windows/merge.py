@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from model.answers.validate import AlarmedStep, Decode, Extraction, entropy_alarms
+from model.answers.validate import AlarmedStep, Decode, Extraction, raise_alarms
 from model.config import EngineSettings
 from model.windows.split import Window
-from schemas.messages import ReviewCode, ReviewReason, Span
+from schemas.messages import ReviewCode, Span
 
 # Reasons about one value: they stand only while that value is still a field after merging.
 VALUE_REASONS = frozenset({ReviewCode.LOW_CONFIDENCE, ReviewCode.TYPE_MISMATCH})
@@ -80,16 +80,7 @@ def merge_windows(
         if others:
             merged.alternatives[label] = sorted((c.span for c in others), key=lambda s: s.start)
     _merge_the_rest(merged, parts, len(windows))
-    merged.alarmed_steps = len(merged.alarmed)
-    merged.alarms = entropy_alarms(merged.alarmed, [t.generation for t in merged.traces], decode, settings)
-    if merged.alarms:
-        merged.reasons.append(
-            ReviewReason(
-                code=ReviewCode.ENTROPY_ALARM,
-                detail=f"{merged.alarmed_steps} deciding decode steps above {settings.entropy_threshold} nats "
-                f"in {len(windows)} windows",
-            )
-        )
+    raise_alarms(merged, [t.generation for t in merged.traces], decode, settings, f" in {len(windows)} windows")
     return merged
 
 
