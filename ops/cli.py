@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from streams.cli import configure, engine_for, settings_options
+from streams.cli.main import configure, engine_for, settings_options
 
 # Third-party packages only the tooling uses: the `tools` extra in pyproject.toml.
 TOOLS_EXTRA = ("faker", "matplotlib")
@@ -58,7 +58,7 @@ def bench_soak(
     log_path: Path,
 ) -> None:
     """Flood a worker of its own: throughput, lag and RSS over time, then every document accounted for."""
-    from ops.soak import run_soak
+    from ops.stress.soak import run_soak
 
     result = run_soak(
         ctx.obj,
@@ -81,7 +81,7 @@ def bench_soak(
 @click.pass_context
 def demo(ctx: click.Context, documents: int, keep_running: bool) -> None:
     """Start everything on this machine (broker, topics, worker), publish samples, show the results."""
-    from ops.demo import run_demo
+    from ops.demo.run import run_demo
 
     run_demo(ctx.obj, documents=documents, keep_running=keep_running)
 
@@ -102,7 +102,7 @@ def demo(ctx: click.Context, documents: int, keep_running: bool) -> None:
     show_default=True,
     help="For every run; reference is transformers' generate(), what the naive design calls.",
 )
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("ops/bench"))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("ops/bench/results"))
 @click.pass_context
 def bench_pipeline(
     ctx: click.Context,
@@ -120,7 +120,7 @@ def bench_pipeline(
     """Throughput, latency percentiles and stage breakdown; micro-batched beside naive; PNG plots."""
     import os
 
-    from ops.bench_pipeline import BenchPlan, report_markdown, run_benchmark
+    from ops.bench.pipeline import BenchPlan, report_markdown, run_benchmark
 
     plan = BenchPlan(
         documents=documents,
@@ -184,7 +184,7 @@ def eval_accuracy(
     """Score the engine and its baselines on a generated corpus (FILE.jsonl and its FILE.truth.jsonl)."""
     import msgspec
 
-    from ops.eval_table import as_json, compare, format_table, systems
+    from ops.eval.table import as_json, compare, format_table, systems
 
     corpus = data or file
     if corpus is None:
@@ -239,7 +239,7 @@ def demo_model_build(
 
     import torch
 
-    from ops.demo_model import DEMO_PLAN, TRAIN_DIR, build
+    from ops.train.demo_model import DEMO_PLAN, TRAIN_DIR, build
 
     if threads:
         torch.set_num_threads(threads)
@@ -262,7 +262,7 @@ def demo_model_build(
 def demo_model_export(train_dir: Path | None, documents: int, candidates: int, destination: Path | None) -> None:
     """Evaluate the latest snapshots on a held-out corpus and ship the best to model/demo/ (or --to),
     with the table of the hand-written free-phrasing corpus (ops/corpus/freeform.jsonl) beside it."""
-    from ops.demo_model import DEMO_DIR, TRAIN_DIR, export_best
+    from ops.train.demo_model import DEMO_DIR, TRAIN_DIR, export_best
 
     shipped, table = export_best(
         train_dir or TRAIN_DIR, documents, candidates, log=click.echo, destination=destination or DEMO_DIR

@@ -38,7 +38,7 @@ class KafkaSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # three-broker cluster (ops/RELIABILITY.md), so 10 s, Kafka Streams' exactly-once default, is ample.
     transaction_timeout_s: float = 10.0
     # Security: one set of fields maps to both the Faust consumer and the confluent-kafka clients
-    # (streams/kafka_security.py). SASL_SSL with SCRAM-SHA-512 is the intended production setting.
+    # (streams/kafka/security.py). SASL_SSL with SCRAM-SHA-512 is the intended production setting.
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     sasl_mechanism: Literal["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"] = "SCRAM-SHA-512"
     sasl_username: str = ""
@@ -93,9 +93,9 @@ class BatchSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class WorkerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     app_id: str = "seqstream"
     worker_id: str = msgspec.field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
-    # at_least_once: the Faust agent (streams/app.py); a crash may repeat a batch's records, which
+    # at_least_once: the Faust agent (streams/workers/faust_app.py); a crash may repeat a batch's records, which
     # are byte-identical outside `processing`. exactly_once: each batch's records and its input
-    # offsets commit in one Kafka transaction (streams/transactional.py); readers need read_committed.
+    # offsets commit in one Kafka transaction (streams/workers/transactional.py); readers need read_committed.
     delivery: Literal["at_least_once", "exactly_once"] = "at_least_once"
     # Exactly-once only. Keep it stable per worker slot (e.g. a StatefulSet pod name): a restarted
     # worker with the same id aborts its predecessor's open transaction at once, where a new id
@@ -142,7 +142,7 @@ def mask_dsn(dsn: str) -> str:
 
 
 class SinkSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """`seqstream sink postgres`: the fields topic into PostgreSQL tables for BI (streams/sink_postgres.py)."""
+    """`seqstream sink postgres`: the fields topic into PostgreSQL tables for BI (streams/sinks/postgres.py)."""
 
     # libpq connection string, key/value (`host=db dbname=bi user=sink`) or URI (`postgresql://...`);
     # empty = libpq's own defaults and PG* environment variables (PGHOST, PGDATABASE, PGPASSWORD ...).

@@ -13,9 +13,9 @@ from model.build import build_engine
 from model.config import EngineSettings
 from model.engine import Engine
 from ops.corpus import GeneratedDocument, generate_corpus
-from ops.samples import sample_documents
-from ops.tiny import build_tiny_bloom
-from ops.train import Recipe, train_bloom
+from ops.demo.samples import sample_documents
+from ops.train.recipe import Recipe, train_bloom
+from ops.train.tiny import build_tiny_bloom
 from schemas.decode import decode_document
 
 pytest_plugins = ["tests.kafka_fixture", "tests.postgres_fixture"]
@@ -40,7 +40,7 @@ def reference_engine(engine_settings: EngineSettings) -> Engine:
     return build_engine(msgspec.structs.replace(engine_settings, engine="reference"))
 
 
-# The memorised fixture: a BLOOM trained on the spot (ops/train.py) to know these documents by
+# The memorised fixture: a BLOOM trained on the spot (ops/train/recipe.py) to know these documents by
 # heart, while reading 800 other documents once each (two a step). Those give it a broad prior over
 # values: on text it cannot place (unseen documents, garbage) its value steps spread over many
 # names and dates and raise entropy alarms, where a model that read only 8 documents has at most a

@@ -17,7 +17,7 @@ class ExactlyOnceApp(faust.App):
 
 
 if __name__ == "__main__":
-    faust.App = ExactlyOnceApp  # streams.app builds its app as faust.App(...)
-    from streams.cli import main
+    faust.App = ExactlyOnceApp  # streams.workers.faust_app builds its app as faust.App(...)
+    from streams.cli.main import main
 
     sys.exit(main())

@@ -33,6 +33,6 @@ def build_poisoned_engine(settings: EngineSettings, windows: object = None) -> E
 if __name__ == "__main__":
     # The CLI imports build_engine when the worker starts, so this replacement is what it finds.
     model.build.build_engine = build_poisoned_engine
-    from streams.cli import main
+    from streams.cli.main import main
 
     main()

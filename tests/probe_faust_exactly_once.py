@@ -7,7 +7,7 @@ It runs the at-least-once kill scenario of tests/test_faults.py with Faust's exa
 on (tests/faust_eos_worker.py), reads the outputs with read_committed, and prints one
 `RELIABILITY faust-exactly-once ...` line: duplicates, losses, and whether the worker crashed or
 stalled. ops/RELIABILITY.md quotes it; it is why `worker.delivery=exactly_once` uses
-confluent-kafka's transactions (streams/transactional.py) instead.
+confluent-kafka's transactions (streams/workers/transactional.py) instead.
 """
 
 from __future__ import annotations
@@ -18,9 +18,16 @@ import time
 
 import pytest
 
-from ops.worker_process import Accounting, OutputReader, WorkerProcess, isolated_settings, report, sample_messages
-from streams.kafka_io import produce_lines
-from streams.topics import create_topics
+from ops.stress.worker_process import (
+    Accounting,
+    OutputReader,
+    WorkerProcess,
+    isolated_settings,
+    report,
+    sample_messages,
+)
+from streams.kafka.clients import produce_lines
+from streams.kafka.topics import create_topics
 
 pytestmark = pytest.mark.kafka
 

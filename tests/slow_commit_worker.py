@@ -12,12 +12,12 @@ from __future__ import annotations
 import sys
 import time
 
-import streams.transactional
-from streams.routing import Outgoing
+import streams.workers.transactional
+from streams.flow.routing import Outgoing
 
 OPEN_S = 0.6
-original_produce = streams.transactional.TransactionalWorker._produce
-original_commit = streams.transactional.TransactionalWorker._commit
+original_produce = streams.workers.transactional.TransactionalWorker._produce
+original_commit = streams.workers.transactional.TransactionalWorker._commit
 
 
 def commit_slowly(self, batch, outgoing: list[Outgoing]) -> bool:
@@ -33,7 +33,7 @@ def commit_slowly(self, batch, outgoing: list[Outgoing]) -> bool:
 
 
 if __name__ == "__main__":
-    streams.transactional.TransactionalWorker._commit = commit_slowly
-    from streams.cli import main
+    streams.workers.transactional.TransactionalWorker._commit = commit_slowly
+    from streams.cli.main import main
 
     sys.exit(main())

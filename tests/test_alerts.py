@@ -13,11 +13,11 @@ import pytest
 from click.testing import CliRunner
 
 from schemas.messages import AlertRecord, EntropyAlarm, TokenChoice
-from streams.alerts import alert_row
-from streams.cli import cli
-from streams.kafka_io import produce_lines
+from streams.cli.alerts import alert_row
+from streams.cli.main import cli
+from streams.kafka.clients import produce_lines
+from streams.kafka.topics import create_topics
 from streams.settings import load_settings
-from streams.topics import create_topics
 
 
 def _alerts() -> list[AlertRecord]:

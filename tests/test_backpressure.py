@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from ops.soak import MIB, run_soak
-from ops.worker_process import isolated_settings, report
+from ops.stress.soak import MIB, run_soak
+from ops.stress.worker_process import isolated_settings, report
 
 pytestmark = pytest.mark.kafka
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from ops.accuracy import evaluate_file
-from ops.baseline import RuleEngine, find_values
 from ops.cli import cli
 from ops.corpus import generate_corpus, write_corpus
-from ops.eval_table import BASELINE, PRODUCT, compare, format_table
+from ops.eval.accuracy import evaluate_file
+from ops.eval.baseline import RuleEngine, find_values
+from ops.eval.table import BASELINE, PRODUCT, compare, format_table
 from schemas.decode import decode_document
 
 

@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.mark.timeout(300)
 def test_the_overhead_benchmark_runs_with_the_reference_engine() -> None:
-    command = [sys.executable, "-m", "ops.bench_engine", "--shape", "overhead", "--docs", "2", "--batch", "2"]
+    command = [sys.executable, "-m", "ops.bench.engine", "--shape", "overhead", "--docs", "2", "--batch", "2"]
     command += ["--new-tokens", "8"]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=280)
@@ -24,5 +24,5 @@ def test_the_overhead_benchmark_runs_with_the_reference_engine() -> None:
     assert "| reference |" in out
     assert "identical, fast (product defaults) / reference: tokens 2/2 documents" in out
     # The printed command is the one that ran, runnable as printed.
-    assert "command: python -m ops.bench_engine --shape overhead --vocab 4000 --docs 2 --batch 2 --new-tokens 8" in out
+    assert "command: python -m ops.bench.engine --shape overhead --vocab 4000 --docs 2 --batch 2 --new-tokens 8" in out
     assert "None" not in out.split("\n")[0] and "False" not in out.split("\n")[0]

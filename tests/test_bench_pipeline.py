@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ops.bench_pipeline import BenchPlan, report_markdown, run_benchmark, stage_table
-from ops.bench_runs import RunConfig, RunResult, percentile
+from ops.bench.pipeline import BenchPlan, report_markdown, run_benchmark, stage_table
+from ops.bench.runs import RunConfig, RunResult, percentile
 
 
 def test_percentile_is_nearest_rank() -> None:

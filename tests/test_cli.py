@@ -9,11 +9,11 @@ import pytest
 from click.testing import CliRunner
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from ops.samples import sample_documents
-from ops.worker_process import isolated_settings
-from streams.cli import cli
+from ops.demo.samples import sample_documents
+from ops.stress.worker_process import isolated_settings
+from streams.cli.main import cli
+from streams.kafka.topics import create_topics
 from streams.settings import load_settings
-from streams.topics import create_topics
 
 
 def test_environment_overrides_and_rejects_unknown_names() -> None:

@@ -25,7 +25,7 @@ from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from ops.kafka.cluster import KafkaCluster
-from ops.worker_process import (
+from ops.stress.worker_process import (
     Accounting,
     OutputReader,
     Outputs,
@@ -34,9 +34,9 @@ from ops.worker_process import (
     report,
     sample_messages,
 )
-from streams.kafka_io import client_config, produce_lines
+from streams.kafka.clients import client_config, produce_lines
+from streams.kafka.topics import ReplicationError, create_topics
 from streams.settings import Settings
-from streams.topics import ReplicationError, create_topics
 
 pytestmark = pytest.mark.kafka
 

@@ -24,8 +24,8 @@ from model.runner.fast import FastEngine
 from model.runner.loading import load_model
 from model.runner.reference import ReferenceEngine
 from ops.corpus import generate_corpus
-from ops.samples import sample_documents
-from ops.tiny import build_tiny_bloom
+from ops.demo.samples import sample_documents
+from ops.train.tiny import build_tiny_bloom
 from schemas.decode import decode_document
 from schemas.messages import Document, ReviewCode
 

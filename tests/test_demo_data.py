@@ -9,9 +9,9 @@ import pytest
 
 from model.answers.parse import NO_VALUE
 from ops.corpus import KINDS, generate_document
-from ops.demo_data import UNHELD_LABELS, DataMix, DocumentStream, asked_labels, fragment
-from ops.demo_model import DEMO_PLAN, tokenizer_texts
-from ops.train import make_tokenizer
+from ops.train.demo_data import UNHELD_LABELS, DataMix, DocumentStream, asked_labels, fragment
+from ops.train.demo_model import DEMO_PLAN, tokenizer_texts
+from ops.train.recipe import make_tokenizer
 from schemas.field_sets import FIELD_SETS
 
 

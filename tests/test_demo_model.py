@@ -16,9 +16,9 @@ from safetensors.torch import load_file
 from model.build import build_engine
 from model.config import DEFAULT_MODEL, EngineSettings
 from model.runner.loading import DEMO_MODEL_DIR, MANIFEST, _in_hub_cache, resolve_model_path
-from ops.demo_model import DemoPlan, build, export_best
-from ops.eval_table import BASELINE, PRODUCT
-from ops.train import Recipe
+from ops.eval.table import BASELINE, PRODUCT
+from ops.train.demo_model import DemoPlan, build, export_best
+from ops.train.recipe import Recipe
 
 TINY_PLAN = DemoPlan(
     recipe=Recipe(steps=4, lr=1e-3, warmup_steps=2, hidden_size=32, n_layer=2, n_head=2, tokenizer="char"),

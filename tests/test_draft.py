@@ -69,7 +69,7 @@ def test_a_draft_continues_the_prompt_after_the_answers_last_tokens() -> None:
 def demo_tokenizer():
     from transformers import AutoTokenizer
 
-    from ops.demo_model import DEMO_DIR
+    from ops.train.demo_model import DEMO_DIR
 
     return AutoTokenizer.from_pretrained(DEMO_DIR)
 

@@ -9,11 +9,11 @@ from collections import Counter
 import msgspec
 import pytest
 
-from ops.samples import sample_documents
-from ops.worker_process import OutputReader, WorkerProcess, isolated_settings
+from ops.demo.samples import sample_documents
+from ops.stress.worker_process import OutputReader, WorkerProcess, isolated_settings
 from schemas.messages import ErrorCode
-from streams.kafka_io import produce_lines
-from streams.topics import create_topics
+from streams.kafka.clients import produce_lines
+from streams.kafka.topics import create_topics
 
 pytestmark = pytest.mark.kafka
 SIZE_LIMIT = 16 * 1024

@@ -1,4 +1,4 @@
-"""Exactly-once delivery on a real broker: `worker.delivery=exactly_once` (streams/transactional.py).
+"""Exactly-once delivery on a real broker: `worker.delivery=exactly_once` (streams/workers/transactional.py).
 
 The worker is SIGKILLed inside open transactions, their records already on the broker
 (tests/slow_commit_worker.py holds each transaction open a moment and says so), and restarted
@@ -18,13 +18,20 @@ from datetime import UTC, datetime
 import pytest
 from confluent_kafka.admin import AclOperation, ResourcePatternType, ResourceType
 
-from ops.worker_process import Accounting, OutputReader, WorkerProcess, isolated_settings, report, sample_messages
-from streams.acls import worker_acl_bindings
-from streams.kafka_io import produce_lines
-from streams.routing import Inbound
+from ops.stress.worker_process import (
+    Accounting,
+    OutputReader,
+    WorkerProcess,
+    isolated_settings,
+    report,
+    sample_messages,
+)
+from streams.flow.routing import Inbound
+from streams.kafka.acls import worker_acl_bindings
+from streams.kafka.clients import produce_lines
+from streams.kafka.topics import create_topics
 from streams.settings import load_settings, transactional_id
-from streams.topics import create_topics
-from streams.transactional import first_offsets, next_offsets
+from streams.workers.transactional import first_offsets, next_offsets
 
 pytestmark = pytest.mark.kafka
 

@@ -15,8 +15,8 @@ from model.config import EngineSettings
 from model.runner.attention import alibi_slopes, available_backends
 from model.runner.fast import DocPrompts, FastEngine, shared_prefix
 from model.runner.loading import load_model
-from ops.samples import sample_documents
-from ops.tiny import build_tiny_bloom
+from ops.demo.samples import sample_documents
+from ops.train.tiny import build_tiny_bloom
 from schemas.decode import decode_document
 from schemas.messages import Document, Timings
 

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 import msgspec
 import pytest
 
-from ops.worker_process import (
+from ops.stress.worker_process import (
     Accounting,
     OutputReader,
     Outputs,
@@ -27,9 +27,9 @@ from ops.worker_process import (
     report,
     sample_messages,
 )
-from streams.kafka_io import produce_lines
+from streams.kafka.clients import produce_lines
+from streams.kafka.topics import create_topics
 from streams.settings import Settings
-from streams.topics import create_topics
 
 pytestmark = pytest.mark.kafka
 

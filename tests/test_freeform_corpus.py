@@ -7,12 +7,12 @@ import json
 
 from click.testing import CliRunner
 
-from ops.accuracy import read_corpus
 from ops.cli import cli
 from ops.corpus import KINDS
 from ops.corpus.generate import truth_path
-from ops.demo_model import FREEFORM_CORPUS
-from ops.eval_table import BASELINE
+from ops.eval.accuracy import read_corpus
+from ops.eval.table import BASELINE
+from ops.train.demo_model import FREEFORM_CORPUS
 from schemas.field_sets import FIELD_SETS
 
 

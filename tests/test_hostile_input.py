@@ -18,14 +18,14 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from ops.hostile import hostile_messages, seeded_hostile_messages
-from ops.worker_process import OutputReader, WorkerProcess, isolated_settings, report
+from ops.stress.hostile import hostile_messages, seeded_hostile_messages
+from ops.stress.worker_process import OutputReader, WorkerProcess, isolated_settings, report
 from schemas.decode import salvage_doc_id
-from streams.kafka_io import produce_lines
-from streams.pipeline import Pipeline
-from streams.routing import Inbound
+from streams.flow.pipeline import Pipeline
+from streams.flow.routing import Inbound
+from streams.kafka.clients import produce_lines
+from streams.kafka.topics import create_topics
 from streams.settings import BatchSettings, Settings
-from streams.topics import create_topics
 
 LIMIT = 16 * 1024
 NOW = datetime(2026, 12, 2, tzinfo=UTC)

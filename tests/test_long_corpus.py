@@ -11,7 +11,7 @@ from model.windows.split import split_text
 from ops.cli import cli
 from ops.corpus import generate_corpus, write_corpus
 from ops.corpus.long import MAX_LONG_CHARS, MIN_LONG_CHARS
-from ops.eval_table import HEAD_ONLY, PRODUCT
+from ops.eval.table import HEAD_ONLY, PRODUCT
 from schemas.field_sets import SINGLE_VALUE_LABELS
 
 

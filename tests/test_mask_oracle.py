@@ -21,9 +21,9 @@ from model.config import EngineSettings
 from model.grammar.mask import Constrainer, GrammarBatch
 from model.runner.fast import FastEngine
 from model.runner.loading import load_model
+from ops.demo.samples import sample_documents
 from ops.oracle import OracleBatch, OracleConstrainer
-from ops.samples import sample_documents
-from ops.tiny import build_tiny_bloom
+from ops.train.tiny import build_tiny_bloom
 from schemas.messages import Document
 from tests.test_constraints import LABELS, TEXTS, document
 

@@ -12,9 +12,9 @@ import pytest
 from model.build import build_engine
 from model.config import EngineSettings
 from model.engine import Engine
-from ops.accuracy import evaluate_file, normalise
 from ops.corpus import generate_corpus, write_corpus
-from ops.train import answer_texts
+from ops.eval.accuracy import evaluate_file, normalise
+from ops.train.recipe import answer_texts
 from schemas.decode import decode_document
 from schemas.messages import ReviewCode
 from tests.conftest import memorised_documents

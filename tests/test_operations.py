@@ -14,14 +14,14 @@ from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 
 from model.answers.prompt import chunk_labels
-from ops.samples import sample_documents
-from ops.worker_process import OutputReader, Outputs, WorkerProcess, free_port, http_get, isolated_settings
+from ops.demo.samples import sample_documents
+from ops.stress.worker_process import OutputReader, Outputs, WorkerProcess, free_port, http_get, isolated_settings
 from schemas.messages import AuditRecord
 from streams import metrics
-from streams.cli import cli
-from streams.kafka_io import consume, produce_lines
+from streams.cli.main import cli
+from streams.kafka.clients import consume, produce_lines
+from streams.kafka.topics import create_topics
 from streams.settings import Settings
-from streams.topics import create_topics
 
 DOCUMENTS = 8
 

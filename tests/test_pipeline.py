@@ -8,14 +8,14 @@ from datetime import UTC, datetime
 import msgspec
 
 from model.answers.validate import Extraction
-from ops.samples import sample_documents
+from ops.demo.samples import sample_documents
 from schemas.decode import decode_document
 from schemas.messages import AlertRecord, DeadLetter, ErrorCode, FieldRecord, Processing, ReviewRecord, Span
 from streams import metrics
-from streams.batching import Failed, run_isolated
-from streams.driver import BatchDriver, Consumed
-from streams.pipeline import Pipeline
-from streams.routing import Inbound, route_extraction
+from streams.flow.batching import Failed, run_isolated
+from streams.flow.driver import BatchDriver, Consumed
+from streams.flow.pipeline import Pipeline
+from streams.flow.routing import Inbound, route_extraction
 from streams.settings import Settings
 from tests.poisoned_worker import PoisonedEngine
 

@@ -11,7 +11,7 @@ from model.build import build_engine
 from model.config import EngineSettings
 from model.runner.loading import ModelNotFoundError
 from model.runner.reference import Prompt
-from ops.samples import sample_documents
+from ops.demo.samples import sample_documents
 from schemas.decode import decode_document
 from schemas.messages import Document, ReviewCode
 

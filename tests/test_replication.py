@@ -1,4 +1,4 @@
-"""The worker's conduct while output partitions are short of in-sync replicas (streams/replication.py),
+"""The worker's conduct while output partitions are short of in-sync replicas (streams/kafka/replication.py),
 without a broker: which partitions count as short, the pause between tries, the write loop.
 The same behaviour on a real cluster with brokers killed: tests/test_cluster_faults.py."""
 
@@ -9,7 +9,7 @@ import asyncio
 import pytest
 from confluent_kafka.admin import ClusterMetadata, PartitionMetadata, TopicMetadata
 
-from streams.replication import Backoff, short_partitions, write_until_acknowledged
+from streams.kafka.replication import Backoff, short_partitions, write_until_acknowledged
 
 
 def _metadata(partitions: dict[str, list[tuple[int, list[int]]]]) -> ClusterMetadata:

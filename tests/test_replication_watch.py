@@ -10,10 +10,10 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from ops.worker_process import isolated_settings
-from streams.kafka_io import client_config
-from streams.replication import ReplicationWatch
-from streams.topics import create_topics
+from ops.stress.worker_process import isolated_settings
+from streams.kafka.clients import client_config
+from streams.kafka.replication import ReplicationWatch
+from streams.kafka.topics import create_topics
 
 
 def test_the_watch_reads_each_topic_s_own_minimum_in_sync(kafka_bootstrap: str, tmp_path: Path) -> None:

@@ -20,13 +20,13 @@ from click.testing import CliRunner
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AclOperation, AdminClient, ResourceType
 
+from ops.demo.samples import sample_documents
 from ops.kafka.launcher import KafkaBroker
 from ops.kafka.secure import SUPER_USER, TlsFiles, make_certificates, secure_broker
-from ops.samples import sample_documents
-from ops.worker_process import OutputReader, WorkerProcess, isolated_settings
-from streams.acls import allow
-from streams.cli import cli
-from streams.kafka_io import client_config, produce_lines
+from ops.stress.worker_process import OutputReader, WorkerProcess, isolated_settings
+from streams.cli.main import cli
+from streams.kafka.acls import allow
+from streams.kafka.clients import client_config, produce_lines
 from streams.settings import Settings
 
 pytestmark = pytest.mark.kafka

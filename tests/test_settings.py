@@ -25,8 +25,8 @@ def test_password_is_masked_in_every_printed_form() -> None:
 
 
 def test_one_set_of_fields_secures_both_client_libraries(tmp_path) -> None:
-    from streams.kafka_io import client_config
-    from streams.kafka_security import faust_credentials
+    from streams.kafka.clients import client_config
+    from streams.kafka.security import faust_credentials
 
     settings = load_settings(
         {

@@ -1,4 +1,4 @@
-"""`seqstream sink postgres` (streams/sink_postgres.py) on a real broker and a real PostgreSQL server.
+"""`seqstream sink postgres` (streams/sinks/postgres.py) on a real broker and a real PostgreSQL server.
 
 No mocks: the session's Kafka broker (tests/kafka_fixture.py) and a PostgreSQL 15 started from
 Debian's binaries (ops/postgres.py, tests/postgres_fixture.py). Each test gets topics, a consumer
@@ -24,7 +24,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from ops.postgres import PostgresServer, missing_binaries
-from ops.worker_process import WorkerProcess, isolated_settings, report
+from ops.stress.worker_process import WorkerProcess, isolated_settings, report
 from schemas.messages import (
     DecodeSettings,
     ErrorCode,
@@ -35,14 +35,14 @@ from schemas.messages import (
     Span,
     Timings,
 )
-from streams.kafka_io import client_config, consume
+from streams.kafka.clients import client_config, consume
+from streams.kafka.topics import create_topics
 from streams.settings import Settings, load_settings
-from streams.sink_postgres import FieldsMessage, FieldsSink, plan_batch
-from streams.topics import create_topics
+from streams.sinks.postgres import FieldsMessage, FieldsSink, plan_batch
 
 pytestmark = pytest.mark.kafka
 
-SINK_COMMAND = [sys.executable, "-m", "streams.cli", "sink", "postgres"]
+SINK_COMMAND = [sys.executable, "-m", "streams.cli.main", "sink", "postgres"]
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 MODEL = ModelInfo(
     name="tiny",
@@ -149,7 +149,7 @@ def test_without_postgres_binaries_the_reason_names_the_package(monkeypatch, tmp
 
 
 def test_without_psycopg_the_command_names_the_extra() -> None:
-    code = "import sys; sys.modules['psycopg'] = None; import streams.cli; streams.cli.main()"
+    code = "import sys; sys.modules['psycopg'] = None; import streams.cli.main; streams.cli.main.main()"
     result = subprocess.run(
         [sys.executable, "-c", code, "sink", "postgres"], capture_output=True, text=True, timeout=120, check=False
     )

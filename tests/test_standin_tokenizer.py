@@ -1,4 +1,4 @@
-"""The stand-in for BLOOM's tokenizer (ops/standin_tokenizer.py): BLOOM's size, long Chinese tokens that
+"""The stand-in for BLOOM's tokenizer (ops/train/standin_tokenizer.py): BLOOM's size, long Chinese tokens that
 encoding really produces, lossless, deterministic, and readable by the constraint code and the loader."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
 from model.config import EngineSettings
 from model.grammar.token_bytes import TokenBytes
 from model.runner.loading import load_model
-from ops.samples import sample_documents
-from ops.standin_tokenizer import STANDIN_SIZE, build_standin_tokenizer, save_standin_model
+from ops.demo.samples import sample_documents
+from ops.train.standin_tokenizer import STANDIN_SIZE, build_standin_tokenizer, save_standin_model
 
 # Small enough to build twice in a few seconds, large enough to reach the seeded pairs and triples.
 SMALL_SIZE = 30_000

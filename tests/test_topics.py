@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from streams.kafka.topics import ReplicationError, check_replication, topic_specs
 from streams.settings import load_settings
-from streams.topics import ReplicationError, check_replication, topic_specs
 
 
 def test_defaults_suit_a_three_broker_cluster() -> None:

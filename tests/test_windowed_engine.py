@@ -16,12 +16,12 @@ from model.runner.loading import DEMO_MODEL_DIR
 from model.windows.merge import WindowedExtraction
 from model.windows.split import WindowSettings
 from ops.corpus.generate import generate_document
-from ops.demo import long_sample
-from ops.samples import sample_documents
+from ops.demo.run import long_sample
+from ops.demo.samples import sample_documents
 from schemas.decode import decode_document
 from schemas.messages import AuditRecord, DeadLetter, ErrorCode, FieldRecord, ReviewCode, ReviewRecord
-from streams.pipeline import Pipeline
-from streams.routing import Inbound
+from streams.flow.pipeline import Pipeline
+from streams.flow.routing import Inbound
 from streams.settings import BatchSettings, Settings, WorkerSettings
 
 WINDOW_TOKENS = 96

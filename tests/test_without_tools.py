@@ -21,8 +21,9 @@ def python(code: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_product_imports_and_its_cli_runs_without_the_tools() -> None:
     result = python(
-        "import streams.app, streams.transactional, streams.driver, streams.cli, model.engine, schemas.decode; "
-        "sys.argv = ['seqstream', 'worker', '--help']; streams.cli.main()"
+        "import streams.workers.faust_app, streams.workers.transactional, streams.flow.driver, streams.cli.main, "
+        "model.engine, schemas.decode; "
+        "sys.argv = ['seqstream', 'worker', '--help']; streams.cli.main.main()"
     )
     assert result.returncode == 0, result.stderr
     assert "Consume the raw topic" in result.stdout

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ops.worker_process import WorkerProcess, free_port, isolated_settings
+from ops.stress.worker_process import WorkerProcess, free_port, isolated_settings
 from streams.settings import default_data_dir, load_settings
 
 REPO = Path(__file__).resolve().parents[1]

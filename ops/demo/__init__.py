@@ -1,0 +1,1 @@
+"""`seqstream-ops demo` and the seeded sample documents it and the tests use."""

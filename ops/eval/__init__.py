@@ -1,0 +1,1 @@
+"""`seqstream-ops eval`: accuracy against ground truth, the rule baseline, the table."""

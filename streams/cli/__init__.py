@@ -1,0 +1,1 @@
+"""`seqstream ...`: the command line, and the terminal views of topics it prints."""

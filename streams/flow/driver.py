@@ -1,0 +1,94 @@
+"""The one path a micro-batch takes, whoever drives it: the Faust agent (streams/workers/faust_app.py), the
+exactly-once worker (streams/workers/transactional.py) and `seqstream extract` (streams/cli/main.py).
+
+A driver fetches messages and hands them over as `Consumed`; from there every mode goes the same way:
+
+1. `inbounds`: the batch as `Inbound`s, each keeping when it was fetched, so its queue time counts;
+2. `process`: the pipeline, on the model thread, and the metrics of what it measured;
+3. the driver writes the outputs and, once the broker acknowledged all of them, acknowledges the
+   input offsets (Faust acks, a transaction commits, a file is written): only this differs by mode;
+4. `delivered`: the output and input counts, the produce stage and the batch's log line.
+
+Steps 1, 2 and 4 are the same calls in every mode, so a look-ahead (preparing the next batch while
+this one decodes, its offsets still acknowledged only after its own outputs) changes what happens
+between them here and in the drivers' loops, not three copies of the steps.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import NamedTuple
+
+from streams import metrics
+from streams.flow.pipeline import Pipeline, ProcessedBatch
+from streams.flow.routing import Inbound, outcome_of_topic
+from streams.settings import TopicSettings
+
+log = logging.getLogger(__name__)
+
+
+class Consumed(NamedTuple):
+    """A message as any consumer fetched it; `fetched_at` is `time.monotonic()` at the fetch."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    fetched_at: float
+
+
+class BatchDriver:
+    def __init__(
+        self, pipeline: Pipeline, topics: TopicSettings, settled: str = "done", writing: str = "produce"
+    ) -> None:
+        """`settled` and `writing`: what the log line calls a delivered batch and the time spent
+        writing it in this mode (e.g. `committed` and `transaction`)."""
+        self.pipeline = pipeline
+        self.outcome_of = outcome_of_topic(topics)
+        self.settled = settled
+        self.writing = writing
+
+    def inbounds(self, consumed: Iterable[Consumed]) -> list[Inbound]:
+        received_at = datetime.now(UTC)
+        return [Inbound(*message[:5], received_at=received_at, fetched_at=message.fetched_at) for message in consumed]
+
+    def process(self, batch: Sequence[Inbound]) -> ProcessedBatch:
+        """The pipeline on one batch (on the model thread), and the metrics of the work it did.
+
+        Recorded at once, not on delivery: a batch whose outputs are not acknowledged is processed
+        again, and both runs of the model were real work."""
+        processed = self.pipeline.process_batch(batch)
+        m = processed.measured
+        metrics.BATCH_DOCUMENTS.observe(m.documents)
+        for queued_s in m.queue_s:
+            metrics.observe_stage("queue", queued_s)
+        metrics.GENERATED_TOKENS.inc(m.generated_tokens)
+        metrics.VALIDATION_RETRIES.inc(m.retries)
+        metrics.ENGINE_FAILURES.inc(m.engine_failures)
+        if m.model_timings is not None:
+            metrics.observe_model_timings(m.model_timings)
+            metrics.record_gpu_memory(self.pipeline.engine.info.device)
+        if m.serialise_s is not None:
+            metrics.observe_stage("serialise", m.serialise_s)
+        return processed
+
+    def delivered(self, processed: ProcessedBatch, started: float, produce_s: float) -> None:
+        """After the broker acknowledged every output of the batch and its offsets are acknowledged.
+
+        `started`: `time.monotonic()` when the driver took the batch; `produce_s`: writing until acknowledged."""
+        metrics.observe_stage("produce", produce_s)
+        metrics.count_outputs((self.outcome_of[o.topic], o.submitted_at) for o in processed.outgoing)
+        metrics.INPUT_MESSAGES.inc(processed.measured.documents)
+        log.info(
+            "batch of %d %s in %.0f ms (%s %.0f ms): %d messages written",
+            processed.measured.documents,
+            self.settled,
+            (time.monotonic() - started) * 1000,
+            self.writing,
+            produce_s * 1000,
+            len(processed.outgoing),
+        )

@@ -1,0 +1,1 @@
+"""Readiness and the operations HTTP pages."""

@@ -1,0 +1,1 @@
+"""Sinks that deliver the output topics elsewhere."""

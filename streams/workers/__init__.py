@@ -1,0 +1,1 @@
+"""The two workers: the Faust agent and the exactly-once transactional loop."""

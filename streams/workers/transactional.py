@@ -1,0 +1,267 @@
+"""Exactly-once delivery: the same pipeline as the Faust agent, on confluent-kafka's transactions.
+
+Each micro-batch's output records and its input offsets go into one Kafka transaction
+(`send_offsets_to_transaction`, then `commit_transaction`): readers with `isolation.level=
+read_committed` see a batch's records once, or not at all while it is being redone. A worker killed
+mid-batch leaves an open transaction that the broker aborts (at once when the restarted worker
+reuses its transactional id, else after `kafka.transaction_timeout_s`), and its batch is consumed
+again from the committed offsets.
+
+Why not Faust's `processing_guarantee="exactly_once"`: faust-streaming has open reports of
+duplicates after a kill under read_committed (#517), of sends outside the transaction (#177) and of
+crashes on rebalance (#323). The transaction opens only after the model is done with the batch, so
+it spans the writes alone and stays short whatever the model's speed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+
+from streams.flow.driver import BatchDriver, Consumed
+from streams.flow.pipeline import Pipeline
+from streams.flow.routing import Inbound, Outgoing
+from streams.kafka.clients import client_config
+from streams.kafka.replication import Backoff
+from streams.observe.operations_http import OperationsServer
+from streams.settings import Settings, transactional_id
+
+log = logging.getLogger(__name__)
+
+# Librdkafka's own limit on one blocking transactional call; a broker that is away longer makes the
+# call fail retriably and the loop try again.
+CALL_TIMEOUT_S = 30.0
+# Beyond CALL_TIMEOUT_S, a call that has not returned is not going to.
+STUCK_AFTER_S = CALL_TIMEOUT_S + 10.0
+# The longest pause between two tries of a failing transaction or transactional call.
+RETRY_PAUSE_MAX_S = 5.0
+
+
+def next_offsets(batch: Sequence[Inbound]) -> list[TopicPartition]:
+    """The offsets to commit for a batch: one past the last message of each partition."""
+    last: dict[tuple[str, int], int] = {}
+    for inbound in batch:
+        key = (inbound.topic, inbound.partition)
+        last[key] = max(last.get(key, -1), inbound.offset)
+    return [TopicPartition(topic, partition, offset + 1) for (topic, partition), offset in sorted(last.items())]
+
+
+def first_offsets(batch: Sequence[Inbound]) -> list[TopicPartition]:
+    """Where to rewind to when a batch's transaction is aborted: its first message per partition."""
+    first: dict[tuple[str, int], int] = {}
+    for inbound in batch:
+        key = (inbound.topic, inbound.partition)
+        first[key] = min(first.get(key, inbound.offset), inbound.offset)
+    return [TopicPartition(topic, partition, offset) for (topic, partition), offset in sorted(first.items())]
+
+
+class TransactionalWorker:
+    def __init__(self, settings: Settings, pipeline: Pipeline) -> None:
+        self.settings = settings
+        self.pipeline = pipeline
+        k, b = settings.kafka, settings.batch
+        self.consumer = Consumer(
+            {
+                **client_config(settings),
+                "group.id": settings.worker.app_id,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                # Upstream producers may be transactional too; never act on an aborted document.
+                "isolation.level": "read_committed",
+                "session.timeout.ms": int(k.session_timeout_s * 1000),
+                "max.poll.interval.ms": int(k.max_poll_interval_s * 1000),
+                "max.partition.fetch.bytes": k.max_partition_fetch_bytes,
+                # Back-pressure: the prefetch queue holds what the Faust app's stream buffer would.
+                "queued.max.messages.kbytes": max(b.buffer_documents * b.max_document_bytes // 1024, 1024),
+                "queued.min.messages": b.buffer_documents,
+            }
+        )
+        self.producer = self._new_producer()
+        self.driver = BatchDriver(pipeline, settings.topics, settled="committed", writing="transaction")
+        self.assigned: set[tuple[str, int]] = set()
+        # While brokers are short (NOT_ENOUGH_REPLICAS) a batch fails to commit again and again:
+        # a growing pause between tries instead of redoing it at once (streams/kafka/replication.py).
+        # Short at most: each try already waits on the broker, and a long pause would outlast it.
+        self.backoff = Backoff(max_s=RETRY_PAUSE_MAX_S)
+
+    def _new_producer(self) -> Producer:
+        """A producer whose init_transactions fenced every earlier one with this transactional id
+        (in this process or a killed one) and aborted its open transaction."""
+        producer = Producer(
+            {
+                **client_config(self.settings),
+                "transactional.id": transactional_id(self.settings.worker),
+                "transaction.timeout.ms": int(self.settings.kafka.transaction_timeout_s * 1000),
+                "message.max.bytes": self.settings.topics.dead_letter_max_message_bytes,
+                "linger.ms": 5,
+            }
+        )
+        self._retrying("init_transactions", lambda: producer.init_transactions(CALL_TIMEOUT_S))
+        return producer
+
+    def run(self, stop: threading.Event) -> None:
+        """Until `stop` is set: finishes the batch in hand, then leaves the group."""
+        self.consumer.subscribe([self.settings.topics.raw], on_assign=self._on_assign, on_revoke=self._on_revoke)
+        server = OperationsServer.start(self.settings, self.pipeline, lambda: set(self.assigned))
+        log.info("exactly-once worker ready (transactional id %s)", transactional_id(self.settings.worker))
+        try:
+            while not stop.is_set():
+                batch = self._next_batch()
+                if batch:
+                    self._process(batch)
+        finally:
+            if server is not None:
+                server.stop()
+            self.consumer.close()
+            self.producer.flush(CALL_TIMEOUT_S)
+
+    def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.assigned = {(tp.topic, tp.partition) for tp in partitions}
+        log.info("assigned %s", sorted(self.assigned))
+
+    def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Nothing is in flight here: each batch commits before the next poll, where rebalances happen.
+        self.assigned -= {(tp.topic, tp.partition) for tp in partitions}
+
+    def _next_batch(self) -> list[Inbound]:
+        """Wait up to a second for one message, then at most the batch window for the rest."""
+        first = self.consumer.poll(1.0)
+        if first is None:
+            return []
+        first_fetched_at = time.monotonic()
+        window_s = self.settings.batch.window_ms / 1000
+        rest = self.consumer.consume(self.settings.batch.max_documents - 1, timeout=window_s)
+        rest_fetched_at = time.monotonic()
+        consumed = []
+        for message, fetched_at in [(first, first_fetched_at), *((m, rest_fetched_at) for m in rest)]:
+            if message.error():
+                if message.error().code() != KafkaError._PARTITION_EOF:
+                    log.warning("consumer: %s", message.error().str())
+                continue
+            consumed.append(_consumed(message, fetched_at))
+        return self.driver.inbounds(consumed)
+
+    def _process(self, batch: list[Inbound]) -> None:
+        started = time.monotonic()
+        processed = self.driver.process(batch)
+        produce_started = time.monotonic()
+        if not self._commit(batch, processed.outgoing):
+            return
+        # The transaction's own time (writes and commit, the model excluded) is what must stay well
+        # inside kafka.transaction_timeout_s; ops/RELIABILITY.md quotes it from the batch's log line.
+        self.driver.delivered(processed, started, time.monotonic() - produce_started)
+
+    def _commit(self, batch: list[Inbound], outgoing: list[Outgoing]) -> bool:
+        """One transaction for the batch's records and offsets; False if it was aborted and rewound."""
+        try:
+            self.producer.begin_transaction()
+            for o in outgoing:
+                self._produce(o)
+            offsets, group = next_offsets(batch), self.consumer.consumer_group_metadata()
+            if not _within(
+                STUCK_AFTER_S, lambda: self.producer.send_offsets_to_transaction(offsets, group, CALL_TIMEOUT_S)
+            ):
+                # librdkafka can hang here past its own timeout once the group coordinator was away
+                # (confluentinc/librdkafka#5456, #5511: seen on every broker restart of our tests).
+                # Abandon that producer: a new one fences it and aborts its transaction.
+                log.error("send_offsets_to_transaction stuck for %.0f s; replacing the producer", STUCK_AFTER_S)
+                self.producer = self._new_producer()
+                self._rewind(batch)
+                return False
+            self._retrying("commit_transaction", lambda: self.producer.commit_transaction(CALL_TIMEOUT_S))
+            self.backoff.reset()
+            return True
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.fatal():
+                return self._start_over(batch, error)
+            delay = self.backoff.next()
+            log.warning("transaction aborted (%s); the batch will be consumed again in %.1f s", error.str(), delay)
+            try:
+                self._retrying("abort_transaction", lambda: self.producer.abort_transaction(CALL_TIMEOUT_S))
+            except KafkaException as abort_exc:
+                if not abort_exc.args[0].fatal():
+                    raise
+                return self._start_over(batch, abort_exc.args[0])
+            self._rewind(batch)
+            time.sleep(delay)
+            return False
+
+    def _start_over(self, batch: list[Inbound], error: KafkaError) -> bool:
+        """After a fatal transactional error: a new producer under the same id, and the batch again.
+
+        A broker lost mid-transaction can leave the producer unusable: its records time out while
+        the partition's leadership moves, the coordinator aborts the transaction on its timeout,
+        and the abort that follows is refused (INVALID_TXN_STATE). A new producer's
+        init_transactions fences the old one and starts clean; exiting would cost a restart and
+        the model's reload for the same result. Fenced by a newer worker with this id, though,
+        this one is the zombie: it exits (the supervisor decides whether it comes back).
+        """
+        if error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED):
+            raise KafkaException(error)
+        delay = self.backoff.next()
+        log.error("transaction failed (%s); a new producer redoes the batch in %.1f s", error.str(), delay)
+        self.producer = self._new_producer()
+        self._rewind(batch)
+        time.sleep(delay)
+        return False
+
+    def _produce(self, o: Outgoing) -> None:
+        while True:
+            try:
+                self.producer.produce(o.topic, key=o.key, value=o.value)
+                return
+            except BufferError:  # the local queue is full: let deliveries drain first
+                self.producer.poll(0.1)
+
+    def _retrying(self, what: str, call: Callable[[], None]) -> None:
+        """A transactional call, again while it fails retriably (the broker is away for a while)."""
+        backoff = Backoff(max_s=RETRY_PAUSE_MAX_S)
+        while True:
+            try:
+                call()
+                return
+            except KafkaException as exc:
+                if not exc.args[0].retriable():
+                    raise
+                delay = backoff.next()
+                log.warning("%s: %s; trying again in %.1f s", what, exc.args[0].str(), delay)
+                time.sleep(delay)
+
+    def _rewind(self, batch: list[Inbound]) -> None:
+        for tp in first_offsets(batch):
+            if (tp.topic, tp.partition) not in self.assigned:
+                continue  # revoked meanwhile: its new owner starts from the committed offset
+            try:
+                self.consumer.seek(tp)
+            except KafkaException as exc:
+                log.warning("could not rewind %s[%d]: %s", tp.topic, tp.partition, exc)
+
+
+def _within(seconds: float, call: Callable[[], None]) -> bool:
+    """Run `call` on a thread of its own; False if it has not returned after `seconds` (it is left
+    running). Its exception, if it raised in time, is raised here."""
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:
+            failure.append(exc)
+
+    thread = threading.Thread(target=run, name="transactional-call", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        return False
+    if failure:
+        raise failure[0]
+    return True
+
+
+def _consumed(message: Message, fetched_at: float) -> Consumed:
+    return Consumed(message.topic(), message.partition(), message.offset(), message.key(), message.value(), fetched_at)
