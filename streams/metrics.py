@@ -35,8 +35,9 @@ STAGE_SECONDS = Histogram(
 )
 END_TO_END_SECONDS = Histogram(
     "seqstream_end_to_end_seconds",
-    "Per document, from its submitted_at to the broker's acknowledgement of its output record "
-    "(fields, review or dead letter); documents without submitted_at are not observed.",
+    "Per input message, until the broker acknowledged its output record (fields, review or dead letter), "
+    "from `start`: the document's submitted_at where it has one, else the raw message's Kafka timestamp.",
+    ["start"],
     buckets=END_TO_END_BUCKETS,
     registry=REGISTRY,
 )
@@ -87,6 +88,8 @@ READY = Gauge(
 )
 
 OUTCOMES = ("fields", "review", "alert", "dead_letter", "audit")
+# Where an end-to-end latency starts: what the producer says, or when the broker took the message.
+LATENCY_STARTS = ("submitted_at", "kafka_timestamp")
 MODEL_STAGES = ("tokenize", "prefill", "decode", "postprocess")
 STAGES = ("queue", *MODEL_STAGES, "serialise", "produce")
 
@@ -95,6 +98,8 @@ for _outcome in OUTCOMES:
     OUTPUTS.labels(outcome=_outcome)
 for _stage in STAGES:
     STAGE_SECONDS.labels(stage=_stage)
+for _start in LATENCY_STARTS:
+    END_TO_END_SECONDS.labels(start=_start)
 
 
 def observe_stage(stage: str, seconds: float) -> None:
@@ -140,13 +145,18 @@ def set_consumer_lag(lag: Mapping[tuple[str, int], int]) -> None:
         CONSUMER_LAG.labels(topic=topic, partition=str(partition)).set(behind)
 
 
-def count_outputs(outcomes: Iterable[tuple[str, datetime | None]]) -> None:
-    """After the broker acknowledged a batch's writes: (outcome, the document's submitted_at) each."""
+def count_outputs(outcomes: Iterable[tuple[str, datetime | None, datetime | None]]) -> None:
+    """After the broker acknowledged a batch's writes: (outcome, the document's submitted_at, the raw
+    message's Kafka timestamp) each. Alerts and audit records come in addition to a document's one
+    result record, so only the result records time it."""
     acked_at = datetime.now(UTC)
-    for outcome, submitted_at in outcomes:
+    for outcome, submitted_at, raw_timestamp in outcomes:
         OUTPUTS.labels(outcome=outcome).inc()
-        if submitted_at is not None and outcome not in ("alert", "audit"):
-            END_TO_END_SECONDS.observe(max((acked_at - submitted_at).total_seconds(), 0.0))
+        if outcome in ("alert", "audit"):
+            continue
+        start, started_at = ("submitted_at", submitted_at) if submitted_at else ("kafka_timestamp", raw_timestamp)
+        if started_at is not None:
+            END_TO_END_SECONDS.labels(start=start).observe(max((acked_at - started_at).total_seconds(), 0.0))
 
 
 def render() -> bytes:

@@ -124,9 +124,11 @@ def test_worker_exports_every_metric_after_processing(processed: ProcessedRun) -
     assert _value(samples, "seqstream_stage_seconds_sum", stage="decode") > 0
     assert _value(samples, "seqstream_stage_seconds_sum", stage="prefill") > 0
 
-    # One observation per decoded document with submitted_at; the malformed message has none.
-    assert _value(samples, "seqstream_end_to_end_seconds_count") == DOCUMENTS
-    assert _value(samples, "seqstream_end_to_end_seconds_sum") > 0
+    # One observation per result record: the documents from their submitted_at, the malformed
+    # message (no submitted_at to read) from its Kafka timestamp.
+    assert _value(samples, "seqstream_end_to_end_seconds_count", start="submitted_at") == DOCUMENTS
+    assert _value(samples, "seqstream_end_to_end_seconds_sum", start="submitted_at") > 0
+    assert _value(samples, "seqstream_end_to_end_seconds_count", start="kafka_timestamp") == 1
     assert _value(samples, "seqstream_batch_documents_sum") == DOCUMENTS + 1
     assert _value(samples, "seqstream_input_messages_total") == DOCUMENTS + 1
 

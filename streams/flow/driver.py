@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 
 
 class Consumed(NamedTuple):
-    """A message as any consumer fetched it; `fetched_at` is `time.monotonic()` at the fetch."""
+    """A message as any consumer fetched it; `fetched_at` is `time.monotonic()` at the fetch,
+    `timestamp` the broker's timestamp of the message (None where there is none)."""
 
     topic: str
     partition: int
@@ -39,6 +40,7 @@ class Consumed(NamedTuple):
     key: bytes | None
     value: bytes | None
     fetched_at: float
+    timestamp: datetime | None = None
 
 
 class BatchDriver:
@@ -54,7 +56,10 @@ class BatchDriver:
 
     def inbounds(self, consumed: Iterable[Consumed]) -> list[Inbound]:
         received_at = datetime.now(UTC)
-        return [Inbound(*message[:5], received_at=received_at, fetched_at=message.fetched_at) for message in consumed]
+        return [
+            Inbound(*message[:5], received_at=received_at, fetched_at=message.fetched_at, timestamp=message.timestamp)
+            for message in consumed
+        ]
 
     def process(self, batch: Sequence[Inbound]) -> ProcessedBatch:
         """The pipeline on one batch (on the model thread), and the metrics of the work it did.
@@ -81,7 +86,7 @@ class BatchDriver:
 
         `started`: `time.monotonic()` when the driver took the batch; `produce_s`: writing until acknowledged."""
         metrics.observe_stage("produce", produce_s)
-        metrics.count_outputs((self.outcome_of[o.topic], o.submitted_at) for o in processed.outgoing)
+        metrics.count_outputs((self.outcome_of[o.topic], o.submitted_at, o.raw_timestamp) for o in processed.outgoing)
         metrics.INPUT_MESSAGES.inc(processed.measured.documents)
         log.info(
             "batch of %d %s in %.0f ms (%s %.0f ms): %d messages written",

@@ -129,7 +129,9 @@ class Pipeline:
                     timings=msgspec.structs.replace(batch_timings, queue_ms=queued),
                 )
                 measured.retries += result.retries
-                out.extend(route_extraction(doc, result, self.engine.info, processing, self.settings.topics))
+                out.extend(
+                    route_extraction(doc, result, self.engine.info, processing, self.settings.topics, inbound.timestamp)
+                )
                 if self.settings.worker.audit:
                     out.append(audit_trail(doc, result, self.engine.info, processing, self.settings.topics))
             except Exception as exc:  # a routing bug must cost one document, not the batch

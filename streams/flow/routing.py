@@ -49,6 +49,9 @@ class Inbound:
     # `time.monotonic()` when the consumer handed the message over: its queue time runs from here to
     # the start of its batch.
     fetched_at: float
+    # The broker's timestamp of the message (the producer's create time, or the log append time where
+    # the topic says so); None where there is none (a file read by `seqstream extract`).
+    timestamp: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -56,8 +59,10 @@ class Outgoing:
     topic: str
     key: bytes | None
     value: bytes
-    # Not sent: the document's submitted_at, for the end-to-end latency metric once the write is acked.
+    # Not sent: when the end-to-end latency metric starts counting once the write is acked: the
+    # document's submitted_at, else the raw message's Kafka timestamp (every message has one).
     submitted_at: datetime | None = None
+    raw_timestamp: datetime | None = None
 
 
 def outcome_of_topic(topics: TopicSettings) -> dict[str, str]:
@@ -78,6 +83,7 @@ def route_extraction(
     model: ModelInfo,
     processing: Processing,
     topics: TopicSettings,
+    raw_timestamp: datetime | None = None,
 ) -> list[Outgoing]:
     common = dict(
         doc_id=doc.doc_id,
@@ -95,9 +101,9 @@ def route_extraction(
     )
     key = doc.doc_id.encode()
     if not extraction.needs_review:
-        return [Outgoing(topics.fields, key, _encoder.encode(FieldRecord(**common)), doc.submitted_at)]
+        return [Outgoing(topics.fields, key, _encoder.encode(FieldRecord(**common)), doc.submitted_at, raw_timestamp)]
     review = ReviewRecord(**common, reasons=extraction.reasons)
-    out = [Outgoing(topics.review, key, _encoder.encode(review), doc.submitted_at)]
+    out = [Outgoing(topics.review, key, _encoder.encode(review), doc.submitted_at, raw_timestamp)]
     if extraction.alarms:
         worst = max(a.entropy_nats for a in extraction.alarms)
         alert = AlertRecord(
@@ -207,4 +213,4 @@ def dead_letter(
         received_at=inbound.received_at,
     )
     key = doc_id.encode() if doc_id else inbound.key
-    return Outgoing(topics.dead_letter, key, _encoder.encode(record))
+    return Outgoing(topics.dead_letter, key, _encoder.encode(record), raw_timestamp=inbound.timestamp)

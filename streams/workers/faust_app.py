@@ -13,6 +13,7 @@ import asyncio
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 
 import faust
@@ -151,4 +152,6 @@ def _add_operations_pages(app: faust.App, settings: Settings, pipeline: Pipeline
 def _consumed(message: faust.types.Message, taken_at: float) -> Consumed:
     # Faust's monitor stamps `time_in` (monotonic) as the message comes in; without it, the take.
     fetched_at = message.time_in if message.time_in is not None else taken_at
-    return Consumed(message.topic, message.partition, message.offset, message.key, message.value, fetched_at)
+    # Faust gives the broker's timestamp in seconds (aiokafka's milliseconds / 1000).
+    timestamp = datetime.fromtimestamp(message.timestamp, UTC) if message.timestamp else None
+    return Consumed(message.topic, message.partition, message.offset, message.key, message.value, fetched_at, timestamp)

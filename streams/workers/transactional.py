@@ -19,8 +19,17 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import (
+    TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 
 from streams.flow.driver import BatchDriver, Consumed
 from streams.flow.pipeline import Pipeline
@@ -264,4 +273,8 @@ def _within(seconds: float, call: Callable[[], None]) -> bool:
 
 
 def _consumed(message: Message, fetched_at: float) -> Consumed:
-    return Consumed(message.topic(), message.partition(), message.offset(), message.key(), message.value(), fetched_at)
+    kind, millis = message.timestamp()
+    timestamp = datetime.fromtimestamp(millis / 1000, UTC) if kind != TIMESTAMP_NOT_AVAILABLE else None
+    return Consumed(
+        message.topic(), message.partition(), message.offset(), message.key(), message.value(), fetched_at, timestamp
+    )
