@@ -84,6 +84,15 @@ def test_dashboard_shows_every_seqstream_metric() -> None:
     assert not unused, f"metrics no panel shows: {unused}"
 
 
+def test_dashboard_filters_shared_metrics_by_job() -> None:
+    """process_* (and any metric not named seqstream_*) is exported by every Prometheus target,
+    Prometheus itself included: a panel must select the workers' own."""
+    for expr in dashboard_expressions():
+        for name in metric_names(expr) - {n for n in metric_names(expr) if n.startswith("seqstream_")}:
+            selectors = re.findall(rf"\b{name}\s*(\{{[^}}]*\}})?", expr)
+            assert all('job="seqstream-worker"' in s for s in selectors), (name, expr)
+
+
 def test_dashboard_uses_the_provisioned_datasource() -> None:
     datasource = yaml.safe_load(DATASOURCES.read_text())["datasources"][0]
     dashboard = json.loads(DASHBOARD.read_text())
@@ -116,8 +125,12 @@ def test_compose_runs_prometheus_and_grafana_on_these_files() -> None:
     services = yaml.safe_load(COMPOSE_FILE.read_text())["services"]
     prometheus, grafana = services["prometheus"], services["grafana"]
 
+    # The config's folder is mounted whole, so that its rule files (relative paths) come along.
     config_flag = next(arg for arg in command(prometheus) if arg.startswith("--config.file="))
-    assert _mounts(prometheus)[config_flag.partition("=")[2]] == PROMETHEUS
+    config_in_container = Path(config_flag.partition("=")[2])
+    assert _mounts(prometheus)[str(config_in_container.parent)] / config_in_container.name == PROMETHEUS
+    for rule_file in yaml.safe_load(PROMETHEUS.read_text())["rule_files"]:
+        assert (PROMETHEUS.parent / rule_file).is_file(), rule_file
 
     grafana_mounts = _mounts(grafana)
     assert grafana_mounts["/etc/grafana/provisioning"] == DATASOURCES.parent.parent

@@ -1,0 +1,168 @@
+"""A real Prometheus (Debian's binary) scraping a live `seqstream worker` on the real broker while
+documents flow: every expression of every Grafana dashboard and every alert rule is evaluated
+through /api/v1/query, and the worker-down alerts are seen firing once the worker is stopped.
+
+The rules are ops/prometheus/alerts.yml as shipped, with their `for` waits cut to a few scrapes
+(promtool's unit tests hold the waits themselves); Grafana's $__rate_interval becomes a window that
+covers the whole run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+import yaml
+
+from ops.samples import sample_documents
+from ops.worker_process import OutputReader, WorkerProcess, free_port, isolated_settings
+from streams.kafka_io import produce_lines
+from streams.topics import create_topics
+from tests.prometheus_fixture import ROOT, RULES, PrometheusServer
+
+pytestmark = pytest.mark.kafka
+
+DASHBOARDS = sorted((ROOT / "ops" / "grafana" / "dashboards").glob("*.json"))
+SCRAPE_S = 2
+RATE_WINDOW = "5m"
+DOCUMENTS = 12  # half with submitted_at, half timed from their Kafka timestamp
+# Panels with no series on a machine without a GPU: the worker exports GPU memory for CUDA devices only.
+EMPTY_ON_CPU = {"GPU memory"}
+# Alerts that must fire once the only worker is stopped.
+WORKER_GONE = {"SeqStreamWorkerDown", "SeqStreamNoWorkerReady"}
+
+
+def dashboard_targets() -> list[tuple[str, str, str]]:
+    """(dashboard file, panel title, expression) for every query of every dashboard."""
+    return [
+        (path.name, panel["title"], target["expr"])
+        for path in DASHBOARDS
+        for panel in json.loads(path.read_text())["panels"]
+        for target in panel.get("targets", [])
+    ]
+
+
+def shipped_rules(wait: str) -> dict[str, Any]:
+    """alerts.yml with every `for` cut to `wait`."""
+    rules = yaml.safe_load(RULES.read_text())
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            if "for" in rule:
+                rule["for"] = wait
+    return rules
+
+
+def _values(series: list[dict[str, Any]]) -> list[float]:
+    return [float(s["value"][1]) for s in series]
+
+
+def _nan(series: dict[str, Any]) -> bool:
+    return math.isnan(float(series["value"][1]))
+
+
+# Both workers: the Faust app and the transactional worker serve /metrics from different code.
+@pytest.fixture(params=["at_least_once", "exactly_once"])
+def worker_and_prometheus(kafka_bootstrap, tiny_model_dir, tmp_path: Path, request) -> Iterator[tuple]:
+    port = free_port()
+    settings, env = isolated_settings(
+        kafka_bootstrap,
+        tiny_model_dir,
+        tmp_path / "faust",
+        worker__web_port=str(port),
+        worker__delivery=request.param,
+        model__max_new_tokens="8",
+    )
+    create_topics(settings)
+    worker = WorkerProcess(env, tmp_path / "worker.log")
+    config = {
+        "global": {
+            "scrape_interval": f"{SCRAPE_S}s",
+            "scrape_timeout": f"{SCRAPE_S}s",
+            "evaluation_interval": "1s",
+        },
+        "scrape_configs": [{"job_name": "seqstream-worker", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}],
+    }
+    (tmp_path / "prometheus").mkdir()
+    prometheus = PrometheusServer(tmp_path / "prometheus", config, shipped_rules(f"{3 * SCRAPE_S}s"))
+    reader = OutputReader(settings)
+    worker.start()
+    prometheus.start()
+    try:
+        yield settings, port, worker, prometheus, reader
+    finally:
+        worker.stop()
+        prometheus.stop()
+        reader.close()
+
+
+def _wait_for(check, what: str, prometheus: PrometheusServer, timeout_s: float = 60) -> None:
+    """Until `check()` holds; the deadline only keeps a broken run from hanging."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} never happened\n{prometheus.log_tail()}")
+        time.sleep(0.5)
+
+
+def test_every_panel_and_rule_evaluates_on_a_live_worker(worker_and_prometheus) -> None:
+    settings, port, worker, prometheus, reader = worker_and_prometheus
+    t = settings.topics
+    worker.wait_ready(port)
+    submitted = datetime.now(UTC)
+    docs = [
+        msgspec.json.encode({**raw, "submitted_at": submitted} if i % 2 else raw)
+        for i, (raw, _) in enumerate(sample_documents(DOCUMENTS, 41))
+    ]
+    produce_lines(settings, t.raw, [*docs, b"not json"])
+    reader.read_until(
+        lambda o: len(o.doc_ids(t.fields, t.review)) >= DOCUMENTS and len(o.records[t.dead_letter]) >= 1,
+        timeout_s=180,
+        worker=worker,
+    )
+    # Until Prometheus has scraped the whole run: every input counted, and the lag gauge (refreshed
+    # on the worker's timer) caught up on each of the raw topic's partitions.
+    inputs = 'sum(seqstream_input_messages_total{job="seqstream-worker"})'
+    idle = 'seqstream_consumer_lag{job="seqstream-worker"} == 0'
+    _wait_for(
+        lambda: (
+            _values(prometheus.query(inputs)) == [DOCUMENTS + 1]
+            and len(prometheus.query(idle)) == settings.topics.partitions
+        ),
+        "a scrape of the whole run",
+        prometheus,
+    )
+
+    empty, nan = [], []
+    for dashboard, title, expr in dashboard_targets():
+        series = prometheus.query(expr.replace("$__rate_interval", RATE_WINDOW))  # raises on a query error
+        if title in EMPTY_ON_CPU:
+            assert not series, (title, expr, series)
+        elif not series:
+            empty.append((dashboard, title, expr))
+        elif any(_nan(s) for s in series):
+            nan.append((dashboard, title, expr, [s for s in series if _nan(s)]))
+        # Prometheus scrapes itself too, as a newcomer's setup does: no panel may show its series.
+        assert all(s["metric"].get("job", "seqstream-worker") == "seqstream-worker" for s in series), (title, expr)
+    assert not empty, f"panels with no series under load: {empty}"
+    assert not nan, f"panels with NaN under load: {nan}"
+    # Both starts of the end-to-end latency were observed, one per result record.
+    latency = prometheus.query('sum by (start) (seqstream_end_to_end_seconds_count{job="seqstream-worker"})')
+    assert {s["metric"]["start"]: float(s["value"][1]) for s in latency} == {
+        "submitted_at": DOCUMENTS // 2,
+        "kafka_timestamp": DOCUMENTS - DOCUMENTS // 2 + 1,  # the malformed message's dead letter too
+    }
+
+    rules = [r for g in shipped_rules("0s")["groups"] for r in g["rules"]]
+    for rule in rules:
+        prometheus.query(rule["expr"])  # raises on a query error
+    assert not WORKER_GONE & prometheus.firing(), "worker-down alerts fire while the worker runs"
+
+    worker.stop()
+    _wait_for(lambda: prometheus.firing() >= WORKER_GONE, f"{sorted(WORKER_GONE)} firing", prometheus)
