@@ -56,11 +56,6 @@ case "$command" in
     # thread each avoids OpenMP spin-waiting against each other (8x faster, measured on 2 cores).
     export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
     python -m ops.kafka.launcher fetch >/dev/null
-    # The BI sink's tests start a real PostgreSQL (ops/postgres.py); without it they fail, saying why.
-    if [ ! -x "${PG_BINDIR:-/usr/lib/postgresql/15/bin}/initdb" ]; then
-      echo "warning: no PostgreSQL server binaries in ${PG_BINDIR:-/usr/lib/postgresql/15/bin}; the sink's tests" \
-        "(tests/test_sink_postgres.py) will fail: apt-get install postgresql-15, or set PG_BINDIR" >&2
-    fi
     ruff check .
     ruff format --check .
     lint-imports

