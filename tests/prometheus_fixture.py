@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ops.worker_process import free_port, http_get
+from ops.stress.worker_process import free_port, http_get
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = ROOT / "ops" / "prometheus" / "alerts.yml"

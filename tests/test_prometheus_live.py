@@ -21,10 +21,10 @@ import msgspec
 import pytest
 import yaml
 
-from ops.samples import sample_documents
-from ops.worker_process import OutputReader, WorkerProcess, free_port, isolated_settings
-from streams.kafka_io import produce_lines
-from streams.topics import create_topics
+from ops.demo.samples import sample_documents
+from ops.stress.worker_process import OutputReader, WorkerProcess, free_port, isolated_settings
+from streams.kafka.clients import produce_lines
+from streams.kafka.topics import create_topics
 from tests.prometheus_fixture import ROOT, RULES, PrometheusServer
 
 pytestmark = pytest.mark.kafka
