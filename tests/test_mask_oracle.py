@@ -1,4 +1,4 @@
-"""The array grammar (model/grammar/) allows exactly the token sets of the oracle (ops/oracle/, the
+"""The device grammar (model/grammar/) allows exactly the token sets of the oracle (ops/oracle/, the
 byte automaton the product decoded with before), at every step of the engine's decoding.
 
 The one difference, by design: a value of a checked type (phone, ID number, e-mail) may start or go
@@ -18,11 +18,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from model.config import EngineSettings
-from model.grammar.mask import Constrainer, GrammarBatch
+from model.grammar.device import DeviceGrammar
+from model.grammar.mask import Constrainer
 from model.runner.fast import FastEngine
 from model.runner.loading import load_model
 from ops.demo.samples import sample_documents
-from ops.oracle import OracleBatch, OracleConstrainer
+from ops.oracle import OracleConstrainer, OracleGrammar
 from ops.train.tiny import build_tiny_bloom
 from schemas.messages import Document
 from tests.test_constraints import LABELS, TEXTS, document
@@ -36,34 +37,28 @@ class Differences:
     compared: int = 0  # rows compared, over all steps
 
 
-class CheckingBatch:
-    """Masks with the array grammar and, beside it, asks the oracle; records where they differ."""
+class CheckingGrammar:
+    """Masks with the device grammar and, beside it, asks the oracle; records where they differ."""
 
-    def __init__(self, new: GrammarBatch, old: OracleBatch, texts: list[str | None], seen: Differences) -> None:
+    def __init__(self, new: DeviceGrammar, old: OracleGrammar, texts: list[str | None], seen: Differences) -> None:
         self.new, self.old, self.texts, self.seen = new, old, texts, seen
 
-    def legal(self, logits, which=None):
-        legal, forced = self.new.legal(logits, which)
-        expected, _ = self.old.legal(logits, which)
-        rows = range(logits.shape[0]) if which is None else which
-        for i, r in enumerate(rows):
-            a = legal[i].nonzero().flatten().tolist()
-            b = expected[i].nonzero().flatten().tolist()
+    def start(self):
+        return self.new.start(), self.old.start()
+
+    def legal(self, state):
+        legal, forced = self.new.legal(state[0])
+        expected, _ = self.old.legal(state[1])
+        for r in range(legal.shape[0]):
+            a = legal[r].nonzero().flatten().tolist()
+            b = expected[r].nonzero().flatten().tolist()
             self.seen.compared += 1
             if a != b and r < len(self.texts):
                 self.seen.found.append((self.texts[r] or "", a, b))
         return legal, forced
 
-    def advance(self, chosen, which=None) -> None:
-        self.new.advance(chosen, which)
-        self.old.advance(chosen, which)
-
-    def all_ended(self) -> bool:
-        return self.new.all_ended()
-
-    @property
-    def seconds(self) -> float:
-        return self.new.seconds
+    def advance(self, state, tokens):
+        return self.new.advance(state[0], tokens), self.old.advance(state[1], tokens)
 
 
 class CheckingConstrainer(Constrainer):
@@ -76,10 +71,10 @@ class CheckingConstrainer(Constrainer):
         new = super().rows(text, chunks, types)
         return [(n, o, text) for n, o in zip(new, self.oracle.rows(text, chunks, types), strict=True)]
 
-    def batch(self, rows, prefixes=()):
-        new = super().batch([r and r[0] for r in rows], prefixes)
-        old = self.oracle.batch([r and r[1] for r in rows], prefixes)
-        return CheckingBatch(new, old, [r and r[2] for r in rows], self.seen)
+    def grammar(self, rows, prefixes, batch_rows, width):
+        new = super().grammar([r and r[0] for r in rows], prefixes, batch_rows, width)
+        old = self.oracle.grammar([r and r[1] for r in rows], prefixes, batch_rows, width)
+        return CheckingGrammar(new, old, [r and r[2] for r in rows], self.seen)
 
 
 @pytest.fixture(scope="module")

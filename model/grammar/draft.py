@@ -136,7 +136,7 @@ def next_label(grammar: GrammarBatch, state: State, i: int) -> list[int]:
     row = grammar.rows[batch_row]
     if row is None or state.label[i] >= 0 or state.literal[i] < 0:
         return []
-    prefix = row.chunk.line_prefix[state.literal[i] - grammar.state_offset[batch_row]]
+    prefix = row.chunk.line_prefix[state.literal[i] - grammar.tables.state_offset[batch_row]]
     if prefix is None:
         return []
     answered = int(state.answered[i])

@@ -1,15 +1,12 @@
-"""The answer grammar as a mask over a batch's logits, with every row's state held in arrays.
+"""The answer grammar on the host: every row's state in numpy arrays, stepped with vectorised numpy.
+No longer the decode loop's grammar (that is model/grammar/device.py, on the engine's device): it is
+the oracle the device grammar is held to (tests/test_device_grammar.py), the grammar the reference
+engine's logits processor and the copy drafts' proposer read, and the home of the Constrainer that
+builds both from a batch's rows.
 
 A row's state is small: a literal state of its chunk's tables (model/grammar/literal.py), a bit mask
 of the labels answered, and, inside a value, the value's label, its length in bytes and the source
-positions where it may end (one flat list for the batch). Each step is a fixed sequence of vectorised
-operations over all rows at once, whatever the number of rows: the literal tokens of every row's
-state, the glue heads' value starts, the tokens occurring at every open value's end positions, and
-end-of-sequence. No row is visited by Python, and the only value brought to the host per step is
-the batch's chosen tokens (the tables live on the host).
-
-The documents of a batch share one position space (each document's bytes, then one slot for its
-end), so that every per-position table is one array.
+positions where it may end (one flat list for the batch). The tables are model/grammar/layout.py's.
 """
 
 from __future__ import annotations
@@ -21,8 +18,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from model.grammar.literal import ChunkTable, build_chunk_table, pad_steps
-from model.grammar.source import CHECKED_TYPES, UNLIMITED, SourceTables, entries, prepare_source, reach
+from model.grammar.device import DeviceGrammar
+from model.grammar.layout import RowGrammar, build_layout
+from model.grammar.literal import ChunkTable, build_chunk_table
+from model.grammar.source import CHECKED_TYPES, UNLIMITED, SourceTables, prepare_source
+from model.grammar.tables import device_tables
 from model.grammar.token_bytes import TokenBytes
 from model.grammar.vocab import VocabIndex, member
 from schemas.field_sets import FieldType
@@ -30,15 +30,6 @@ from schemas.messages import Document
 
 # Documents whose tables stay built: a few micro-batches' worth (the validation loop asks again).
 SOURCES_KEPT = 128
-
-
-@dataclass(frozen=True)
-class RowGrammar:
-    """One prompt's constraint: its document's tables, its chunk's, and its labels' checked types."""
-
-    source: SourceTables
-    chunk: ChunkTable
-    types: tuple[FieldType | None, ...]
 
 
 @dataclass
@@ -144,6 +135,15 @@ class Constrainer:
     def batch(self, rows: Sequence[RowGrammar | None], prefixes: Sequence[Sequence[int]] = ()) -> GrammarBatch:
         return GrammarBatch(rows, self.vocab, self.eos_id, self.device, prefixes)
 
+    def grammar(
+        self, rows: Sequence[RowGrammar | None], prefixes: Sequence[Sequence[int]], batch_rows: int, width: int
+    ) -> DeviceGrammar:
+        """The device grammar of a batch of `batch_rows` rows (those past `rows` pad it: free), its
+        rows fed `prefixes`, masking `width` tokens (the model's vocabulary)."""
+        rows = [*rows, *[None] * (batch_rows - len(rows))]
+        layout = build_layout(rows, self.vocab, self.device)
+        return DeviceGrammar(device_tables(layout, self.vocab, self.eos_id, width, self.device), prefixes)
+
 
 class GrammarBatch:
     """Masks a batch's logits to its rows' grammars; rows without one (padding) are left free."""
@@ -161,13 +161,13 @@ class GrammarBatch:
         self.eos_id = eos_id
         self.device = device
         self.rows = list(rows)
-        self._layout(self.rows)
+        self.tables = build_layout(self.rows, vocab, device)
         n = len(self.rows)
-        free = np.array([r is None for r in self.rows], dtype=bool)
-        self.free = free
+        free = self.free = self.tables.free
+        self._entry_sets: dict[int, frozenset[int]] = {}
         self.state = State(
             row=np.arange(n),
-            literal=np.where(free, -1, self.state_offset),
+            literal=np.where(free, -1, self.tables.state_offset),
             answered=np.zeros(n, dtype=np.int64),
             label=np.full(n, -1, dtype=np.int64),
             length=np.zeros(n, dtype=np.int64),
@@ -180,115 +180,6 @@ class GrammarBatch:
         for step in range(max((len(p) for p in prefixes), default=0)):
             which = np.array([r for r, p in enumerate(prefixes) if len(p) > step], dtype=np.int64)
             self.advance(np.array([prefixes[r][step] for r in which], dtype=np.int64), which)
-
-    # ------------------------------------------------------------------ layout
-    def _layout(self, rows: list[RowGrammar | None]) -> None:
-        vocab = self.vocab
-        size = vocab.size
-        sources: dict[int, int] = {}
-        chunks: dict[int, int] = {}
-        source_list: list[SourceTables] = []
-        chunk_list: list[ChunkTable] = []
-        for r in rows:
-            if r is None:
-                continue
-            if id(r.source) not in sources:
-                sources[id(r.source)] = len(source_list)
-                source_list.append(r.source)
-            if id(r.chunk) not in chunks:
-                chunks[id(r.chunk)] = len(chunk_list)
-                chunk_list.append(r.chunk)
-        # One position space: each document's bytes and its end slot.
-        sizes = np.array([s.size + 1 for s in source_list], dtype=np.int64)
-        self.source_offset = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        total = int(self.source_offset[-1])
-        self.boundary = np.concatenate([s.boundary for s in source_list]) if source_list else np.zeros(0, bool)
-        match_pos = np.concatenate(
-            [s.match_pos + o for s, o in zip(source_list, self.source_offset, strict=False)] or [np.zeros(0, np.int64)]
-        )
-        self.match_tok = np.concatenate([s.match_tok for s in source_list] or [np.zeros(0, np.int64)])
-        self.first = np.searchsorted(match_pos, np.arange(total + 1))
-        self.match_key = match_pos * (size + 1) + self.match_tok
-        # Literal tables, states concatenated.
-        state_offsets = np.concatenate([[0], np.cumsum([len(c.steps) for c in chunk_list])]).astype(np.int64)
-        self.lit_tok, self.lit_next, self.lit_done, self.lit_need = pad_steps(chunk_list, size)
-        self.eos_kind = np.array([e for c in chunk_list for e in c.eos], dtype=np.int64)
-        heads: dict[bytes, int] = {}
-        glue_rows = [g for c in chunk_list for g in c.glues]
-        for glues in glue_rows:
-            for g in glues:
-                heads.setdefault(g.head, len(heads))
-        width = max([1] + [len(g) for g in glue_rows])
-        self.glue_head = np.full((len(glue_rows), width), -1, dtype=np.int64)
-        self.glue_label = np.zeros((len(glue_rows), width), dtype=np.int64)
-        self.glue_done = np.zeros((len(glue_rows), width), dtype=np.int64)
-        for s, glues in enumerate(glue_rows):
-            for k, g in enumerate(glues):
-                self.glue_head[s, k], self.glue_label[s, k], self.glue_done[s, k] = heads[g.head], g.label, g.done
-        # Per row: its document, its chunk's first state, all labels, exits per label, checked types.
-        n = len(rows)
-        most = max([1] + [len(r.chunk.labels) for r in rows if r is not None])
-        self.row_source = np.zeros(n, dtype=np.int64)
-        self.state_offset = np.zeros(n, dtype=np.int64)
-        self.complete = np.zeros(n, dtype=np.int64)
-        self.exit_state = np.full((n, most), -1, dtype=np.int64)
-        types = sorted({t for r in rows if r is not None for t in r.types if t is not None})
-        self.type_names: list[FieldType | None] = [None, *types]
-        self.row_type = np.zeros((n, most), dtype=np.int64)
-        for i, r in enumerate(rows):
-            if r is None:
-                continue
-            offset = state_offsets[chunks[id(r.chunk)]]
-            self.row_source[i] = sources[id(r.source)]
-            self.state_offset[i] = offset
-            self.complete[i] = r.chunk.complete
-            self.exit_state[i, : len(r.chunk.labels)] = offset + np.array(r.chunk.exit_state)
-            self.row_type[i, : len(r.types)] = [self.type_names.index(t) for t in r.types]
-        # How far a checked type's value may run from each start, in the shared position space.
-        self.reach = [np.full(total + 1, UNLIMITED, dtype=np.int64)]
-        for kind in types:
-            users = {sources[id(r.source)] for r in rows if r is not None and kind in r.types}
-            spans = [
-                reach(s, kind) + o if d in users else np.full(s.size + 1, UNLIMITED, dtype=np.int64)
-                for d, (s, o) in enumerate(zip(source_list, self.source_offset, strict=False))
-            ]
-            self.reach.append(np.concatenate([*spans, np.array([UNLIMITED])]))
-        # Glue entries per (document, head): sorted by (set, token); set = document * heads + head.
-        self.n_heads = max(1, len(heads))
-        keys, pos, taken = [], [], []
-        for d, s in enumerate(source_list):
-            for head, h in heads.items():
-                e = entries(s, vocab, head)
-                keys.append((d * self.n_heads + h) * (size + 1) + e.tok)
-                pos.append(e.pos + self.source_offset[d])
-                taken.append(e.taken)
-        key = np.concatenate(keys) if keys else np.zeros(0, np.int64)
-        order = np.argsort(key, kind="stable")
-        self.entry_key = key[order]
-        self.entry_pos = np.concatenate(pos)[order] if pos else np.zeros(0, np.int64)
-        self.entry_taken = np.concatenate(taken)[order] if taken else np.zeros(0, np.int64)
-        # Dense token rows per (set, type) for the mask, built on the logits' device.
-        n_types = len(self.type_names)
-        self.entry_row = np.full(len(source_list) * self.n_heads * n_types, -1, dtype=np.int64)
-        dense = []
-        sets = len(source_list) * self.n_heads
-        for set_id in range(sets):
-            lo, hi = np.searchsorted(self.entry_key, [set_id * (size + 1), (set_id + 1) * (size + 1)])
-            for t in range(n_types):
-                tok = self.entry_key[lo:hi] - set_id * (size + 1)
-                if t:
-                    p = self.entry_pos[lo:hi]
-                    tok = tok[p + self.entry_taken[lo:hi] <= self.reach[t][p]]
-                if not len(tok):
-                    continue
-                self.entry_row[set_id * n_types + t] = len(dense)
-                dense.append(np.unique(tok))
-        self.entry_rows = torch.zeros(max(1, len(dense)), size, dtype=torch.bool)
-        for i, tok in enumerate(dense):
-            self.entry_rows[i, torch.from_numpy(tok)] = True
-        self.entry_rows = self.entry_rows.to(self.device)
-        self.entry_ids = dense
-        self._entry_sets: dict[int, frozenset[int]] = {}
 
     def all_ended(self) -> bool:
         """Every row has chosen end-of-sequence (known on the host: advance brought the tokens)."""
@@ -321,7 +212,7 @@ class GrammarBatch:
         legal[torch.from_numpy(rows).to(device), torch.from_numpy(toks).to(device)] = True
         for round_rows, round_ids in _rounds(glue_rows, glue_ids):
             at = torch.from_numpy(round_rows).to(device)
-            dense = self.entry_rows[torch.from_numpy(round_ids).to(self.entry_rows.device)].to(device)
+            dense = self.tables.entry_rows[torch.from_numpy(round_ids).to(self.tables.entry_rows.device)].to(device)
             legal[at, : dense.shape[1]] |= dense
         if free.any():
             legal[torch.from_numpy(free).to(device)] = True
@@ -337,9 +228,9 @@ class GrammarBatch:
 
     def _forced(self, n: int, rows, toks, glue_rows, glue_ids) -> np.ndarray:
         """Per row, whether exactly one token id is legal (from the host's lists: no pass over the mask)."""
-        sizes = np.array([len(self.entry_ids[i]) for i in glue_ids], dtype=np.int64)
+        sizes = np.array([len(self.tables.entry_ids[i]) for i in glue_ids], dtype=np.int64)
         single = sizes == 1
-        one = np.array([self.entry_ids[i][0] for i in glue_ids[single]], dtype=np.int64)
+        one = np.array([self.tables.entry_ids[i][0] for i in glue_ids[single]], dtype=np.int64)
         rows = np.concatenate([rows, glue_rows[single]])
         toks = np.concatenate([toks, one])
         distinct = np.unique(rows * (self.vocab.size + 1) + toks) // (self.vocab.size + 1)
@@ -368,7 +259,7 @@ class GrammarBatch:
 
     def _entry_set(self, i: int) -> frozenset[int]:
         if i not in self._entry_sets:
-            self._entry_sets[i] = frozenset(self.entry_ids[i].tolist())
+            self._entry_sets[i] = frozenset(self.tables.entry_ids[i].tolist())
         return self._entry_sets[i]
 
     def _legal(self, part: State) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray, np.ndarray]:
@@ -378,44 +269,44 @@ class GrammarBatch:
         can_end = self._can_end(part)
         sources_row, sources_state = self._literal_sources(part, live, can_end)
         answered = part.answered[sources_row]
-        tok = self.lit_tok[sources_state]
+        tok = self.tables.lit_tok[sources_state]
         ok = (tok != self.vocab.size) & self._conditions(
-            answered, self.lit_done[sources_state], self.lit_need[sources_state]
+            answered, self.tables.lit_done[sources_state], self.tables.lit_need[sources_state]
         )
         i, k = np.nonzero(ok)
         rows = [sources_row[i]]
         toks = [tok[i, k]]
         # End-of-sequence: a line end or a value that may end, once every label is answered.
-        complete = answered == self.complete[part.row[sources_row]]
-        eos = complete & (self.eos_kind[sources_state] != 0)
+        complete = answered == self.tables.complete[part.row[sources_row]]
+        eos = complete & (self.tables.eos_kind[sources_state] != 0)
         rows.append(sources_row[eos])
         toks.append(np.full(int(eos.sum()), self.eos_id))
         # Value starts after glue heads.
-        head = self.glue_head[sources_state]
-        good = (head >= 0) & ((answered[:, None] & self.glue_done[sources_state]) == 0)
+        head = self.tables.glue_head[sources_state]
+        good = (head >= 0) & ((answered[:, None] & self.tables.glue_done[sources_state]) == 0)
         i, k = np.nonzero(good)
         glue_row = sources_row[i]
-        label = self.glue_label[sources_state[i], k]
-        kind = self.row_type[part.row[glue_row], label]
-        set_id = self.row_source[part.row[glue_row]] * self.n_heads + head[i, k]
-        entry = self.entry_row[set_id * len(self.type_names) + kind]
+        label = self.tables.glue_label[sources_state[i], k]
+        kind = self.tables.row_type[part.row[glue_row], label]
+        set_id = self.tables.row_source[part.row[glue_row]] * self.tables.n_heads + head[i, k]
+        entry = self.tables.entry_row[set_id * len(self.tables.type_names) + kind]
         glue_rows, glue_ids = glue_row[entry >= 0], entry[entry >= 0]
         # Value continuations: tokens occurring at an open value's end positions.
         at = live[part.end_row]
         end_row, end_pos = part.end_row[at], part.end_pos[at]
-        lo, hi = self.first[end_pos], self.first[end_pos + 1]
+        lo, hi = self.tables.first[end_pos], self.tables.first[end_pos + 1]
         counts = hi - lo
         flat = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
         cont_row = np.repeat(end_row, counts)
-        cont_tok = self.match_tok[flat]
-        kind = self.row_type[part.row[cont_row], part.label[cont_row]]
+        cont_tok = self.tables.match_tok[flat]
+        kind = self.tables.row_type[part.row[cont_row], part.label[cont_row]]
         if kind.any():
             start = np.repeat(end_pos, counts) - part.length[cont_row]
             ends_at = np.repeat(end_pos, counts) + self.vocab.lengths[cont_tok]
             fits = np.ones(len(cont_row), dtype=bool)
             for t in np.unique(kind[kind > 0]):
                 sel = kind == t
-                fits[sel] = ends_at[sel] <= self.reach[t][start[sel]]
+                fits[sel] = ends_at[sel] <= self.tables.reach[t][start[sel]]
             cont_row, cont_tok = cont_row[fits], cont_tok[fits]
         rows.append(cont_row)
         toks.append(cont_tok)
@@ -424,14 +315,14 @@ class GrammarBatch:
     def _can_end(self, part: State) -> np.ndarray:
         """Per row: a value is open and may end here (some end position is a character boundary)."""
         out = np.zeros(len(part.row), dtype=bool)
-        out[part.end_row[self.boundary[part.end_pos]]] = True
+        out[part.end_row[self.tables.boundary[part.end_pos]]] = True
         return out
 
     def _literal_sources(self, part: State, live: np.ndarray, can_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(row, literal state) pairs: each row's own literal state, and the way out of its open value."""
         own = np.flatnonzero(live & (part.literal >= 0))
         out = np.flatnonzero(live & can_end & (part.label >= 0))
-        exits = self.exit_state[part.row[out], part.label[out]]
+        exits = self.tables.exit_state[part.row[out], part.label[out]]
         return np.concatenate([own, out]), np.concatenate([part.literal[own], exits])
 
     @staticmethod
@@ -461,41 +352,41 @@ class GrammarBatch:
         can_end = self._can_end(part)
         # Literal walks: the row's own state wins over the way out of its value (they agree where both hold).
         sources_row, sources_state = self._literal_sources(part, live, can_end)
-        tok = self.lit_tok[sources_state]
+        tok = self.tables.lit_tok[sources_state]
         answered = part.answered[sources_row]
         hit = (tok == tokens[sources_row][:, None]) & self._conditions(
-            answered, self.lit_done[sources_state], self.lit_need[sources_state]
+            answered, self.tables.lit_done[sources_state], self.tables.lit_need[sources_state]
         )
         found = hit.any(axis=1)
         k = hit.argmax(axis=1)
         literal = np.full(n, -1, dtype=np.int64)
         done = np.zeros(n, dtype=np.int64)
         order = np.flatnonzero(found)[::-1]  # the row's own state is listed first: write it last
-        literal[sources_row[order]] = self.lit_next[sources_state[order], k[order]]
-        done[sources_row[order]] = self.lit_done[sources_state[order], k[order]]
+        literal[sources_row[order]] = self.tables.lit_next[sources_state[order], k[order]]
+        done[sources_row[order]] = self.tables.lit_done[sources_state[order], k[order]]
         # A value opened after a glue head.
-        head = self.glue_head[sources_state]
-        good = (head >= 0) & ((answered[:, None] & self.glue_done[sources_state]) == 0)
+        head = self.tables.glue_head[sources_state]
+        good = (head >= 0) & ((answered[:, None] & self.tables.glue_done[sources_state]) == 0)
         i, g = np.nonzero(good)
         glue_row = sources_row[i]
-        set_id = self.row_source[part.row[glue_row]] * self.n_heads + head[i, g]
+        set_id = self.tables.row_source[part.row[glue_row]] * self.tables.n_heads + head[i, g]
         key = set_id * (size + 1) + tokens[glue_row]
-        lo = np.searchsorted(self.entry_key, key, "left")
-        hi = np.searchsorted(self.entry_key, key, "right")
+        lo = np.searchsorted(self.tables.entry_key, key, "left")
+        hi = np.searchsorted(self.tables.entry_key, key, "right")
         counts = hi - lo
         flat = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
         new_row = np.repeat(glue_row, counts)
-        new_label = np.repeat(self.glue_label[sources_state[i], g], counts)
-        new_done = np.repeat(self.glue_done[sources_state[i], g], counts)
-        start = self.entry_pos[flat]
-        new_pos = start + self.entry_taken[flat]
-        kind = self.row_type[part.row[new_row], new_label]
+        new_label = np.repeat(self.tables.glue_label[sources_state[i], g], counts)
+        new_done = np.repeat(self.tables.glue_done[sources_state[i], g], counts)
+        start = self.tables.entry_pos[flat]
+        new_pos = start + self.tables.entry_taken[flat]
+        kind = self.tables.row_type[part.row[new_row], new_label]
         fits = new_pos <= self._reach(kind, start)
         new_row, new_pos, new_label, new_done = new_row[fits], new_pos[fits], new_label[fits], new_done[fits]
         label = np.full(n, -1, dtype=np.int64)
         length = np.zeros(n, dtype=np.int64)
         label[new_row] = new_label
-        length[new_row] = self.entry_taken[flat][fits]
+        length[new_row] = self.tables.entry_taken[flat][fits]
         done[new_row] |= new_done
         opened = np.zeros(n, dtype=bool)
         opened[new_row] = True
@@ -503,10 +394,10 @@ class GrammarBatch:
         at = live[part.end_row] & ~opened[part.end_row]
         end_row, end_pos = part.end_row[at], part.end_pos[at]
         t = tokens[end_row]
-        occurs = member(self.match_key, end_pos * (size + 1) + t)
+        occurs = member(self.tables.match_key, end_pos * (size + 1) + t)
         end_row, end_pos, t = end_row[occurs], end_pos[occurs], t[occurs]
         moved = end_pos + self.vocab.lengths[t]
-        kind = self.row_type[part.row[end_row], part.label[end_row]]
+        kind = self.tables.row_type[part.row[end_row], part.label[end_row]]
         fits = moved <= self._reach(kind, end_pos - part.length[end_row])
         end_row, moved = end_row[fits], moved[fits]
         label[end_row] = part.label[end_row]
@@ -529,7 +420,7 @@ class GrammarBatch:
         out = np.full(len(kind), UNLIMITED, dtype=np.int64)
         for t in np.unique(kind[kind > 0]):
             sel = kind == t
-            out[sel] = self.reach[t][start[sel]]
+            out[sel] = self.tables.reach[t][start[sel]]
         return out
 
 

@@ -187,13 +187,11 @@ class FastEngine(ExtractionFlow):
             observe = self._in_group_order(observe, group, order)
         ends = self._tensor([len(p) for _, p in rows] + [1] * (n_rows - len(rows)))
         padding = self._tensor([False] * len(rows) + [True] * (n_rows - len(rows)), torch.bool)
-        constraint = None
-        if any(d.constraints for d in docs):
-            constraint = self.constrainer.batch(
-                [c for d in docs for c in (d.constraints or [None] * len(d.prompts))],
-                [f for d in docs for f in (d.fed or [[]] * len(d.prompts))],
-            )
-        self.forward_passes += len(logits) - 1 + (1 if any(d.shared for d in docs) else 0)
+        grammars = [c for d in docs for c in (d.constraints or [None] * len(d.prompts))]
+        fed = [f for d in docs for f in (d.fed or [[]] * len(d.prompts))]
+        constrained = any(d.constraints for d in docs)
+        drafts = self.drafts and observe is None
+        grammar_started = time.perf_counter()
         decoding = Decoding(
             self.model,
             self.attend,
@@ -201,25 +199,30 @@ class FastEngine(ExtractionFlow):
             self.eos_id,
             self.settings.top_alternatives,
             max_new_tokens,
-            constraint,
+            # Copy drafts propose from the host grammar; the stepwise loop masks with the device one.
+            self.constrainer.batch(grammars, fed) if constrained and drafts else None,
             self.signals,
+            self.constrainer.grammar(grammars, fed, n_rows, self.model.shape.vocab_size)
+            if constrained and not drafts
+            else None,
         )
-        if self.drafts and observe is None:
+        timings.constrain_ms += ms_since(grammar_started)
+        self.forward_passes += len(logits) - 1 + (1 if any(d.shared for d in docs) else 0)
+        if drafts:
             steps, passes, row_passes = decode_with_drafts(
                 decoding, torch.cat(logits), ends, padding, [p for _, p in rows], self.settings.draft_tokens
             )
         else:
-            steps = decode_n_tokens(decoding, torch.cat(logits), ends, padding, observe)
-            passes = len(steps) - 1
-            row_passes = None
+            decoded = decode_n_tokens(decoding, torch.cat(logits), ends, padding, observe)
+            steps, passes, row_passes = decoded.steps, decoded.passes, None
         self.forward_passes += passes
         self.decode_passes += passes
         flat = collect_generations(steps, self.eos_id)[: len(rows)]
         self.answers += len(flat)
         self.answer_passes += sum(row_passes[: len(rows)]) if row_passes else sum(len(g.token_ids) - 1 for g in flat)
         timings.decode_ms += ms_since(decode_started)
-        if constraint is not None:
-            timings.constrain_ms += constraint.seconds * 1000
+        if decoding.constraint is not None:
+            timings.constrain_ms += decoding.constraint.seconds * 1000
         out: list[list[Generation]] = [[] for _ in group]
         cursor = 0
         for i, doc in zip(order, docs, strict=True):

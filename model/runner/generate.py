@@ -11,6 +11,7 @@ step-by-step one, token for token.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ import torch
 
 from model.grammar.draft import PromptIndex, propose
 from model.grammar.mask import GrammarBatch
+from model.grammar.protocol import Grammar
 from model.runner.attention import Attend
 from model.runner.bloom import Bloom
 from model.signals import SignalTensors, StepSignals, signal_tensors
@@ -37,8 +39,9 @@ class Decoding:
     eos_id: int
     top_k: int
     max_new_tokens: int
-    constraint: GrammarBatch | None = None
+    constraint: GrammarBatch | None = None  # the copy drafts' (host) grammar
     signals: Signals = signal_tensors
+    grammar: Grammar | None = None  # the stepwise loop's
 
 
 def prefill(
@@ -82,9 +85,17 @@ def greedy_step(decoding: Decoding, logits: torch.Tensor, which: Sequence[int] |
     return signals
 
 
-# Without a grammar (whose advance brings the chosen tokens to the host anyway), the host asks
-# whether every row has ended only this often: each question waits for the device.
+# The host asks whether every row has ended only this often: each question waits for the device.
 END_CHECK_STEPS = 8
+
+
+@dataclass
+class Decoded:
+    """A stepwise decode's signals, on the host; its forward passes after the prefill, and its time."""
+
+    steps: list[StepSignals]
+    passes: int
+    seconds: float
 
 
 def decode_n_tokens(
@@ -93,31 +104,48 @@ def decode_n_tokens(
     pos: torch.Tensor,
     ended: torch.Tensor,
     observe: Callable[[torch.Tensor], None] | None = None,
-) -> list[StepSignals]:
+) -> Decoded:
     """Greedy continuation from the prefill logits until every row has ended or the limit is hit.
+
+    Each step in one order, all on the device: the grammar's legal tokens, the signals and the
+    choice, the grammar advanced, the outputs written into buffers preallocated for every step, the
+    model's next step. The host waits for the device only every END_CHECK_STEPS steps (has every
+    row ended?) and once at the end, when the buffers come over in one transfer. Steps taken after
+    every row ended are cut by the collection, which ends each row at its end-of-sequence.
 
     `ended` [B] starts True for rows that only pad a batch to its compiled shape. `observe`, if
     given, sees each step's full logits (equivalence tests compare them with transformers'), before
-    the constraint, if any, masks them.
+    the grammar, if any, masks them.
     """
-    steps: list[StepSignals] = []
+    started = time.perf_counter()
+    grammar = decoding.grammar
+    state = grammar.start() if grammar is not None else None
     ended = ended.clone()
-    constraint = decoding.constraint
+    buffers: list[torch.Tensor] = []
+    taken = decoding.max_new_tokens
     for i in range(decoding.max_new_tokens):
         if observe is not None:
             observe(logits)
-        signals = greedy_step(decoding, logits)
-        steps.append(signals)
-        ended |= signals.chosen == decoding.eos_id
-        if i == decoding.max_new_tokens - 1:
+        legal = forced = None
+        if grammar is not None:
+            legal, forced = grammar.legal(state)
+        outputs = (*decoding.signals(logits, legal, decoding.top_k), *(() if forced is None else (forced,)))
+        if not buffers:
+            buffers = [t.new_empty((decoding.max_new_tokens, *t.shape)) for t in outputs]
+        for buffer, t in zip(buffers, outputs, strict=True):
+            buffer[i] = t
+        chosen = outputs[0]
+        if grammar is not None:
+            state = grammar.advance(state, chosen)
+        ended |= chosen == decoding.eos_id
+        if (i + 1) % END_CHECK_STEPS == 0 and bool(ended.all()):
+            taken = i + 1
             break
-        if constraint is not None:
-            if constraint.all_ended():  # host state: no wait for the device
-                break
-        elif (i + 1) % END_CHECK_STEPS == 0 and bool(ended.all()):
-            break
-        logits = decoding.step(decoding.model, signals.chosen, pos + i)
-    return steps
+        if i < decoding.max_new_tokens - 1:
+            logits = decoding.step(decoding.model, chosen, pos + i)
+    host = [b[:taken].cpu() for b in buffers]
+    steps = [StepSignals(*(h[i] for h in host[:5]), forced=host[5][i] if len(host) > 5 else None) for i in range(taken)]
+    return Decoded(steps, taken - 1, time.perf_counter() - started)
 
 
 def decode_with_drafts(
