@@ -170,7 +170,8 @@ def corpus_generate(count: int, seed: int, noise: float, long_documents: bool, o
     "--systems",
     "names",
     default=None,
-    help="Comma-separated columns to run (default all): product, head only, unconstrained, regex baseline, lexicon NER.",
+    help="Comma-separated columns to run (default all): product, head only, unconstrained, regex baseline,"
+    " lexicon NER.",
 )
 @click.pass_context
 def eval_accuracy(

@@ -3,8 +3,10 @@
 Columns: the product (the engine as configured), the same engine reading only the head of a
 document longer than the model's window (what it did before windows: `fit_text`), the same model
 decoded without the decoding constraint, the rule system the product replaces (ops/eval/baseline.py)
-and the lexicon NER a user would try first for names (ops/eval/lexicon.py). Rows: P/R/F1 and exact match per field, per document kind and per length
-bucket, then the routing and validity rates, the span checks and the throughput.
+and the lexicon NER a user would try first for names (ops/eval/lexicon.py). Rows: P/R/F1 and
+exact match per field, per document kind and per length bucket, then the routing and validity
+rates, what the fields-routed records got wrong, documents per review code, the span checks and
+the throughput.
 """
 
 from __future__ import annotations
