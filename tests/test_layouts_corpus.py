@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 
-from ops.eval.accuracy import read_corpus
 from ops.corpus import KINDS
 from ops.corpus.free import SLOT, TEMPLATES
 from ops.corpus.generate import truth_path
 from ops.corpus.layouts import CORPUS, lines, parse
+from ops.eval.accuracy import read_corpus
 from schemas.field_sets import FIELD_SETS
 
 
