@@ -170,7 +170,8 @@ def corpus_generate(count: int, seed: int, noise: float, long_documents: bool, o
     "--systems",
     "names",
     default=None,
-    help="Comma-separated columns to run (default all): product, head only, unconstrained, regex baseline.",
+    help="Comma-separated columns to run (default all): product, head only, unconstrained, regex baseline,"
+    " lexicon NER.",
 )
 @click.pass_context
 def eval_accuracy(
@@ -218,6 +219,13 @@ def demo_model() -> None:
 @click.option("--layers", type=int, default=None, help="Transformer layers (default: the plan's, 4).")
 @click.option("--heads", type=int, default=None, help="Attention heads (default: the plan's, 4).")
 @click.option("--lr", type=float, default=None, help="Peak learning rate (default: the plan's, 2e-3).")
+@click.option("--warmup", type=int, default=None, help="Warm-up steps (default: the plan's, 200).")
+@click.option(
+    "--init-from",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Fine-tune: start from this model directory's tokenizer and weights (model/demo), no curriculum.",
+)
 def demo_model_build(
     train_dir: Path | None,
     stop_after: float | None,
@@ -230,6 +238,8 @@ def demo_model_build(
     layers: int | None,
     heads: int | None,
     lr: float | None,
+    warmup: int | None,
+    init_from: Path | None,
 ) -> None:
     """Train the demo model from its seed, resuming from the last checkpoint if there is one.
 
@@ -244,10 +254,20 @@ def demo_model_build(
     if threads:
         torch.set_num_threads(threads)
     sizes = {"steps": steps, "hidden_size": hidden, "n_layer": layers, "n_head": heads, "lr": lr}
+    sizes["warmup_steps"] = warmup
     recipe = replace(DEMO_PLAN.recipe, **{k: v for k, v in sizes.items() if v is not None})
     plan = replace(DEMO_PLAN, recipe=recipe, batch_tokens=batch_tokens or DEMO_PLAN.batch_tokens)
+    if init_from is not None:
+        # A trained model reads full documents already: the short-to-long curriculum is for a fresh one.
+        plan = replace(plan, curriculum_steps=1)
     snapshot = build(
-        plan, train_dir or TRAIN_DIR, log=click.echo, stop_after_s=stop_after, device=device, workers=workers
+        plan,
+        train_dir or TRAIN_DIR,
+        log=click.echo,
+        stop_after_s=stop_after,
+        device=device,
+        workers=workers,
+        init_from=init_from,
     )
     click.echo(f"snapshot: {snapshot}; `seqstream-ops demo-model export` evaluates and ships the best")
 

@@ -12,7 +12,8 @@ from ops.cli import cli
 from ops.corpus import generate_corpus, write_corpus
 from ops.eval.accuracy import evaluate_file
 from ops.eval.baseline import RuleEngine, find_values
-from ops.eval.table import BASELINE, PRODUCT, compare, format_table
+from ops.eval.lexicon import LexiconEngine, find_all
+from ops.eval.table import BASELINE, LEXICON, PRODUCT, compare, format_table
 from schemas.decode import decode_document
 
 
@@ -48,10 +49,15 @@ def test_eval_table_sets_the_product_beside_the_baseline(tiny_model_dir: Path, t
     args = ["eval", "--model", str(tiny_model_dir), "--data", str(corpus), "--json", str(out)]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
-    for text in (PRODUCT, BASELINE, "micro", "contract", "hallucination", "valid output", "alerts", "docs/s"):
+    wanted = (PRODUCT, BASELINE, LEXICON, "micro", "contract", "hallucination", "valid output", "alerts", "docs/s")
+    for text in (*wanted, "to fields", "fields wrong/miss"):
         assert text in result.output
     table = json.loads(out.read_text())
-    assert set(table["systems"]) >= {PRODUCT, BASELINE}
+    assert set(table["systems"]) >= {PRODUCT, BASELINE, LEXICON}
+    product = table["systems"][PRODUCT]
+    # Eight new tokens cannot answer a document: every record goes to review, none to fields.
+    assert product["fields_share"] + product["review_share"] == 1.0
+    assert sum(product["review_reasons"].values()) >= round(product["review_share"] * 5)
     assert table["systems"][BASELINE]["micro"]["f1"] > table["systems"][PRODUCT]["micro"]["f1"]
 
 
@@ -67,3 +73,31 @@ def test_table_rows_line_up_with_chinese_labels(tmp_path: Path) -> None:
 
 def _display_width(text: str) -> int:
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _doc(text: str, field_set: str):
+    return decode_document(json.dumps({"doc_id": "d", "text": text, "field_set": field_set}).encode(), 1 << 20)
+
+
+def test_lexicon_baseline_gives_names_to_roles_in_the_order_first_seen() -> None:
+    doc = _doc("患者王建国因咳嗽就诊，接诊医生李秀英，家属王建国陪同。诊断：感冒", "medical")
+    found = {label: [doc.text[a:b] for a, b in spans] for label, spans in find_all(doc).items()}
+    assert found["患者姓名"] == ["王建国"] and found["主治医师"] == ["李秀英"]
+    # Reversed in the text, the roles are reversed too: order, not meaning, decides.
+    swapped = _doc("接诊医生李秀英，患者王建国因咳嗽就诊", "medical")
+    found = {label: [swapped.text[a:b] for a, b in spans] for label, spans in find_all(swapped).items()}
+    assert found["患者姓名"] == ["李秀英"] and found["主治医师"] == ["王建国"]
+    # Non-name labels go to the regex rules.
+    assert found["诊断结果"] == []
+
+
+def test_wrong_or_missing_counts_only_records_routed_to_fields(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.jsonl"
+    write_corpus(corpus, generate_corpus(10, seed=3))
+    report = evaluate_file(LexiconEngine(), corpus, batch_size=8).as_dict()
+    expected = sum(s["true_positives"] + s["false_negatives"] for s in report["fields"].values())
+    # Nothing goes to review, so every expected value is a fields-routed one.
+    assert report["fields_share"] == 1.0 and report["fields_expected"] == expected
+    missed = sum(s["false_negatives"] for s in report["fields"].values())
+    assert report["fields_wrong_or_missing"] == missed > 0
+    assert report["review_reasons"] == {}

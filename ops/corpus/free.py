@@ -222,10 +222,13 @@ def values_for(kind: str, fake: Faker, rng: random.Random) -> dict[str, str]:
     }  # fmt: skip
 
 
-def free_document(kind: str, fake: Faker, rng: random.Random, b: DocumentBuilder, target: int) -> None:
+def free_document(
+    kind: str, fake: Faker, rng: random.Random, b: DocumentBuilder, target: int, values: dict[str, str] | None = None
+) -> None:
     """A free-phrased document of `kind` into `b`: shuffled sentences covering the kept values, each
-    value written once or twice, with fillers to about `target` characters (0: none)."""
-    values = values_for(kind, fake, rng)
+    value written once or twice, with fillers to about `target` characters (0: none). `values`:
+    one per slot as `values_for` draws them (default: drawn here)."""
+    values = values or values_for(kind, fake, rng)
     labels = [label for label in values if not label.startswith("~")]
     kept = {label for label in labels if rng.random() >= MISSING} or {rng.choice(labels)}
     values = {k: v for k, v in values.items() if k.startswith("~") or k in kept}

@@ -24,6 +24,7 @@ from ops.corpus.free import free_document
 from ops.corpus.hiring import job_ad, resume
 from ops.corpus.long import FLATTENED_SHARE, LONG_KINDS, flattened, long_length
 from ops.corpus.noise import ocr_noise
+from ops.corpus.open_layouts import open_document
 from ops.corpus.reports import medical, news
 from schemas.field_sets import FIELD_SETS
 
@@ -65,11 +66,13 @@ def generate_document(
     long: bool = False,
     chars: int | None = None,
     free: bool = False,
+    open_vocab: bool = False,
 ) -> GeneratedDocument:
     """Document `index` of the corpus `seed`. `brief` leaves out the boilerplate: ~100-300
     characters with the same values, for models that must learn them quickly (test fixtures).
     `long`: 3,000-30,000 characters (about `chars`, when given), a kind of `LONG_KINDS` (ops/corpus/long.py).
-    `free`: free phrasing (ops/corpus/free.py), brief or with a few fillers."""
+    `free`: free phrasing (ops/corpus/free.py), brief or with a few fillers.
+    `open_vocab`: values built from parts in many layouts (ops/corpus/open_layouts.py)."""
     doc_seed = document_seed(seed, index)
     rng = random.Random(doc_seed)
     fake = Faker("zh_CN")
@@ -79,12 +82,14 @@ def generate_document(
         if rng.random() < FLATTENED_SHARE:
             builder.noise = flattened(builder.noise)
         LONG_KINDS[kind](fake, rng, builder, chars or long_length(rng))
+    elif open_vocab:
+        open_document(kind, fake, rng, builder, 0)
     elif free:
         free_document(kind, fake, rng, builder, 0 if brief else 1)
     else:
         KINDS[kind](fake, rng, builder, 0 if brief else rng.randrange(MIN_CHARS + 100, MAX_CHARS - 80))
     text, truth = builder.build()
-    prefix = "long-" if long else "free-" if free else ""
+    prefix = "long-" if long else "open-" if open_vocab else "free-" if free else ""
     return GeneratedDocument(doc_id=f"{prefix}{kind}-{seed}-{index:05d}", kind=kind, text=text, truth=truth)
 
 

@@ -10,6 +10,11 @@ they are counted on their own, and their share of every value written is the hal
 An output is valid when every prompt's answer parsed: one line per asked label, no unknown or
 repeated label, finished within the generation limit.
 
+What BI reads is the fields topic, so the records routed there are scored on their own: of the
+values expected in fields-routed documents, the share wrong or missing (an expected value the record
+does not hold exactly), and the values those records hold for labels the text has none for. Beside
+them, the share of documents routed to fields and, per review code, how many documents carry it.
+
 Scores are also given per length bucket (fields of documents up to 1k, 1-5k, 5-30k characters and
 beyond), with the windows documents took (model/windows/split.py), spans whose offsets do not hold their
 text and values a record reports twice: both must stay at zero.
@@ -88,6 +93,13 @@ class AccuracyReport:
     to_review: int = 0
     with_alarms: int = 0
     not_in_source: int = 0
+    # In documents routed to fields: the values expected, those not held exactly, and values held
+    # for a label the document has none for.
+    fields_expected: int = 0
+    fields_wrong_or_missing: int = 0
+    fields_spurious: int = 0
+    # Review code -> documents carrying it (a document may carry several).
+    review_reasons: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
 
     @property
@@ -112,6 +124,11 @@ class AccuracyReport:
             "repeated_values": self.repeated_values,
             "fields_share": _ratio(self.to_fields, self.documents),
             "review_share": _ratio(self.to_review, self.documents),
+            "fields_expected": self.fields_expected,
+            "fields_wrong_or_missing": self.fields_wrong_or_missing,
+            "fields_wrong_or_missing_share": _ratio(self.fields_wrong_or_missing, self.fields_expected),
+            "fields_spurious": self.fields_spurious,
+            "review_reasons": dict(sorted(self.review_reasons.items())),
             # Alerts are raised for documents with entropy alarms (streams/flow/routing.py).
             "alarm_share": _ratio(self.with_alarms, self.documents),
             "validity_rate": _ratio(self.valid_outputs, self.documents),
@@ -143,6 +160,8 @@ def evaluate(
             report.to_review += extraction.needs_review
             report.to_fields += not extraction.needs_review
             report.with_alarms += bool(extraction.alarms)
+            for code in {r.code.value for r in extraction.reasons}:
+                report.review_reasons[code] = report.review_reasons.get(code, 0) + 1
             rejected = sum(r.code == ReviewCode.NOT_IN_SOURCE for r in extraction.reasons)
             report.not_in_source += rejected
             report.written_values += rejected + sum(len(spans) for spans in extraction.fields.values())
@@ -162,6 +181,10 @@ def evaluate(
                 _score(report.fields.setdefault(label, FieldScore()), got, want)
                 _score(bucket, got, want)
                 _score(document, got, want)
+                if not extraction.needs_review:
+                    report.fields_expected += len(want)
+                    report.fields_wrong_or_missing += len(want - got)
+                    report.fields_spurious += 0 if want else len(got)
             if kinds:
                 # A kind's exact match is per document: every one of its fields right.
                 document.exact, document.documents = int(document.exact == document.documents), 1

@@ -2,9 +2,11 @@
 
 Columns: the product (the engine as configured), the same engine reading only the head of a
 document longer than the model's window (what it did before windows: `fit_text`), the same model
-decoded without the decoding constraint, and the rule system the product replaces
-(ops/eval/baseline.py). Rows: P/R/F1 and exact match per field, per document kind and per length
-bucket, then the routing and validity rates, the span checks and the throughput.
+decoded without the decoding constraint, the rule system the product replaces (ops/eval/baseline.py)
+and the lexicon NER a user would try first for names (ops/eval/lexicon.py). Rows: P/R/F1 and
+exact match per field, per document kind and per length bucket, then the routing and validity
+rates, what the fields-routed records got wrong, documents per review code, the span checks and
+the throughput.
 """
 
 from __future__ import annotations
@@ -20,15 +22,21 @@ from model.engine import Engine
 from model.windows.engine import WindowedEngine
 from ops.eval.accuracy import LENGTH_BUCKETS, AccuracyReport, FieldScore, evaluate, read_corpus
 from ops.eval.baseline import RuleEngine
+from ops.eval.lexicon import LexiconEngine
 
-PRODUCT, HEAD_ONLY, UNCONSTRAINED, BASELINE = "product", "head only", "unconstrained", "regex baseline"
+PRODUCT, HEAD_ONLY, UNCONSTRAINED = "product", "head only", "unconstrained"
+BASELINE, LEXICON = "regex baseline", "lexicon NER"
 SCORES = ("P", "R", "F1", "EM")
 COLUMN = 6
 NAME_WIDTH = 12
 RATES = [
     ("valid output", "validity_rate", "{:.1%}"),
     ("hallucination", "hallucination_rate", "{:.1%}"),
+    ("to fields", "fields_share", "{:.1%}"),
     ("to review", "review_share", "{:.1%}"),
+    ("fields wrong/miss", "fields_wrong_or_missing_share", "{:.1%}"),
+    ("  of expected", "fields_expected", "{:d}"),
+    ("fields spurious", "fields_spurious", "{:d}"),
     ("alerts", "alarm_share", "{:.1%}"),
     ("windows/doc", "windows_per_doc", "{:.2f}"),
     ("spans off text", "misplaced_spans", "{:d}"),
@@ -50,13 +58,14 @@ def systems(
         (HEAD_ONLY, lambda: head_only),
         (UNCONSTRAINED, lambda: build(msgspec.structs.replace(settings, constrained=False))),
         (BASELINE, lambda: RuleEngine(settings)),
+        (LEXICON, lambda: LexiconEngine(settings)),
     ]
     return [(name, make()) for name, make in wanted if names is None or name in names]
 
 
 def baselines(settings: EngineSettings, build: Callable[[EngineSettings], Engine]) -> list[tuple[str, Engine]]:
     unconstrained = build(msgspec.structs.replace(settings, constrained=False))
-    return [(UNCONSTRAINED, unconstrained), (BASELINE, RuleEngine(settings))]
+    return [(UNCONSTRAINED, unconstrained), (BASELINE, RuleEngine(settings)), (LEXICON, LexiconEngine(settings))]
 
 
 def compare(engines: Sequence[tuple[str, Engine]], path: Path, batch_size: int) -> dict[str, AccuracyReport]:
@@ -93,6 +102,16 @@ def format_table(reports: dict[str, AccuracyReport]) -> str:
     for title, key, form in RATES:
         values = "".join(f" | {form.format(t[key]):>{block}}" for t in tables.values())
         lines.append(_pad(title, NAME_WIDTH + COLUMN) + values)
+    codes = sorted({code for t in tables.values() for code in t["review_reasons"]})
+    if codes:
+        lines.append("review reasons (documents)")
+    for code in codes:
+        values = "".join(f" | {t['review_reasons'].get(code, 0):>{block}d}" for t in tables.values())
+        lines.append(_pad(code, NAME_WIDTH + COLUMN) + values)
+    lines.append(
+        "(fields wrong/miss: of the values expected in documents routed to fields, the share their records"
+        " do not hold exactly; spurious: values they hold for labels the text has none for)"
+    )
     lines.append(f"documents: {first.documents}")
     return "\n".join(lines)
 

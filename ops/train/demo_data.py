@@ -4,6 +4,9 @@ The first demo model saw every field set's labels, in order, on whole templated 
 so never learnt to say `None` where a window of a long document lacks the value: it guessed. Here
 each step mixes three sources and asks about them as the product will, and more:
 
+- open-vocabulary documents (ops/corpus/open_layouts.py): values built from parts (surnames and
+  common hanzi, place + word + trade + legal form, jieba's dictionary) in key-value lines, slash- and
+  pipe-separated ads, flattened tables, chat, and prose with other roles' names beside the value;
 - templated documents (ops/corpus/contract.py ...), brief or full, as before;
 - free-phrased documents (ops/corpus/free.py): shuffled sentences, many wordings, values often left out;
 - fragments as windows see them: a long document (ops/corpus/long.py) or a full one cut at sentence
@@ -50,7 +53,8 @@ Values = Mapping[str, Sequence[str]]
 class DataMix:
     """Shares of each step's candidate documents and of the ways they are asked about."""
 
-    free: float = 0.4
+    open: float = 0.35
+    free: float = 0.4  # of the rest after open-vocabulary documents
     fragment: float = 0.25  # of the rest after free documents: cut documents
     shuffled: float = 0.5
     dropped: float = 0.2
@@ -111,7 +115,10 @@ class DocumentStream:
         """A labelled document no longer than `limit` characters, or None when the one drawn is longer."""
         kind = rng.choice(self.kinds)
         mix = self.mix
-        if rng.random() < mix.free:
+        if rng.random() < mix.open:
+            doc = generate_document(kind, self.seed, index, open_vocab=True)
+            text, values = doc.text, doc.values()
+        elif rng.random() < mix.free:
             doc = generate_document(kind, self.seed, index, free=True, brief=brief or rng.random() < 0.5)
             text, values = doc.text, doc.values()
         elif rng.random() < mix.fragment:

@@ -128,27 +128,40 @@ def build(
     stop_after_s: float | None = None,
     device: str = "cpu",
     workers: int = 0,
+    init_from: Path | None = None,
 ) -> Path:
     """Train (or resume) the demo model on `device`, its batches made by `workers` processes
-    (0: in this one); checkpoints and step snapshots land in `train_dir`."""
+    (0: in this one); checkpoints and step snapshots land in `train_dir`. `init_from`: a trained
+    model directory (model/demo/) whose tokenizer and weights a fresh run starts from (fine-tuning:
+    its sizes, not the recipe's, apply); a resumed run takes its checkpoint instead."""
+    from transformers import AutoTokenizer, BloomForCausalLM
+
     recipe = plan.recipe
     train_dir.mkdir(parents=True, exist_ok=True)
     target = torch.device(device)
     seed_everything(recipe.seed, target)
     tokenizer_dir = train_dir / "tokenizer"
     if tokenizer_dir.is_dir():
-        from transformers import AutoTokenizer
-
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, padding_side="left")
+    elif init_from is not None:
+        tokenizer = AutoTokenizer.from_pretrained(init_from, padding_side="left")
+        tokenizer.save_pretrained(tokenizer_dir)
     else:
         tokenizer = make_tokenizer(recipe, tokenizer_texts(GENERATOR_SEED, plan.tokenizer_documents))
         tokenizer.save_pretrained(tokenizer_dir)
-    model = init_tiny_bloom(
-        tokenizer, seed=recipe.seed, hidden_size=recipe.hidden_size, n_layer=recipe.n_layer, n_head=recipe.n_head
-    )
+    if init_from is not None:
+        model = BloomForCausalLM.from_pretrained(init_from, dtype=torch.float32)
+    else:
+        model = init_tiny_bloom(
+            tokenizer, seed=recipe.seed, hidden_size=recipe.hidden_size, n_layer=recipe.n_layer, n_head=recipe.n_head
+        )
     model.to(target)
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, weight_decay=recipe.weight_decay)
     state = {"step": 0, "train_seconds": 0.0, "losses": []}
+    if init_from is not None:
+        # What the fine-tune started from, by content: the manifest must name the weights, not a path.
+        weights = hashlib.sha256((init_from / "model.safetensors").read_bytes()).hexdigest()
+        state["init_from"] = {"path": str(init_from), "weights_sha256": weights}
     if checkpoint_path(train_dir).is_file():
         # Saved on any device, resumed on any: the optimizer's moments follow the parameters' device.
         saved = torch.load(checkpoint_path(train_dir), weights_only=False, map_location=target)
@@ -263,6 +276,7 @@ def write_manifest(directory: Path, plan: DemoPlan, state: dict, evaluation: dic
         "train_seconds": round(state["train_seconds"], 1),
         "hardware": state.get("device") or device_name(torch.device("cpu")),
         "schedule": state.get("schedule"),
+        "fine_tuned_from": state.get("init_from"),
         "loss_curve": state["losses"],
         "weights_sha256": hashlib.sha256(weights.read_bytes()).hexdigest() if weights.is_file() else None,
         "evaluation": evaluation,
