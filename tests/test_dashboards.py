@@ -151,3 +151,11 @@ def test_prometheus_scrapes_the_port_the_worker_serves() -> None:
     (sd,) = job["dns_sd_configs"]
     assert sd["names"] == ["worker"] and "worker" in services
     assert environment(services["worker"])["SEQSTREAM_WORKER__WEB_PORT"] == str(sd["port"])
+
+
+def test_readme_metrics_table_lists_every_metric() -> None:
+    readme = (ROOT / "README.md").read_text()
+    listed = set(re.findall(r"^\| `(seqstream_\w+)", readme, re.MULTILINE))
+    exported = {f.name + {"counter": "_total", "info": "_info"}.get(f.type, "") for f in metrics.REGISTRY.collect()}
+    missing = {name for name in exported if name.startswith("seqstream_")} - listed
+    assert not missing, f"exported but not in the README's metrics table: {sorted(missing)}"

@@ -63,6 +63,16 @@ def _values(series: list[dict[str, Any]]) -> list[float]:
     return [float(s["value"][1]) for s in series]
 
 
+def _scrapes(prometheus: PrometheusServer) -> list[dict[str, Any]]:
+    """The worker's target as Prometheus sees it, and how many of its scrapes succeeded: for failures."""
+    targets = prometheus.api("targets")["activeTargets"]
+    worker = [{k: t[k] for k in ("health", "lastError")} for t in targets if t["labels"]["job"] == "seqstream-worker"]
+    ups = prometheus.query(
+        'count_over_time(up{job="seqstream-worker"}[5m]) - sum_over_time(up{job="seqstream-worker"}[5m])'
+    )
+    return [*worker, {"failed scrapes": _values(ups)}]
+
+
 def _nan(series: dict[str, Any]) -> bool:
     return math.isnan(float(series["value"][1]))
 
@@ -150,7 +160,7 @@ def test_every_panel_and_rule_evaluates_on_a_live_worker(worker_and_prometheus) 
             nan.append((dashboard, title, expr, [s for s in series if _nan(s)]))
         # Prometheus scrapes itself too, as a newcomer's setup does: no panel may show its series.
         assert all(s["metric"].get("job", "seqstream-worker") == "seqstream-worker" for s in series), (title, expr)
-    assert not empty, f"panels with no series under load: {empty}"
+    assert not empty, f"panels with no series under load: {empty}\nscrapes: {_scrapes(prometheus)}"
     assert not nan, f"panels with NaN under load: {nan}"
     # Both starts of the end-to-end latency were observed, one per result record.
     latency = prometheus.query('sum by (start) (seqstream_end_to_end_seconds_count{job="seqstream-worker"})')
