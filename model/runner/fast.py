@@ -126,9 +126,7 @@ class FastEngine(ExtractionFlow):
     def continue_greedy(self, requests: list[Continuation], timings: Timings) -> list[Generation]:
         """Greedy continuations of prompts extended by kept tokens (the validation loop's re-decodes)."""
         out: list[Generation] = []
-        step = self.settings.prompts_per_forward
-        for start in range(0, len(requests), step):
-            batch = requests[start : start + step]
+        for batch in self._fitting_batches(requests):
             group = [
                 DocPrompts(i, [r.prompt + r.prefix], 0, [r.row] if r.row is not None else [], [r.prefix])
                 for i, r in enumerate(batch)
@@ -137,6 +135,22 @@ class FastEngine(ExtractionFlow):
             for r, [generation] in zip(batch, self.generate_group(group, timings, max_new_tokens=limit), strict=True):
                 out.append(cut(generation, r.max_new_tokens))
         return out
+
+    def _fitting_batches(self, requests: list[Continuation]) -> list[list[Continuation]]:
+        """The requests in order, at most `prompts_per_forward` per batch, and a batch's longest row
+        plus its largest room within the cache: each request fits alone, but a long row beside
+        another's larger room (a shorter prefix) would not."""
+        batches: list[list[Continuation]] = []
+        longest = room = 0
+        for r in requests:
+            length = len(r.prompt) + len(r.prefix)
+            need = bucket(max(longest, length) + max(room, r.max_new_tokens) + 1, LENGTH_BUCKET)
+            if not batches or len(batches[-1]) == self.settings.prompts_per_forward or need > self.max_len:
+                batches.append([])
+                longest = room = 0
+            batches[-1].append(r)
+            longest, room = max(longest, length), max(room, r.max_new_tokens)
+        return batches
 
     def plan(self, prompts_per_doc: list[list[list[int]]]) -> list[list[DocPrompts]]:
         """Documents of similar length together (less padding), at most `prompts_per_forward` prompts
