@@ -224,6 +224,10 @@ class ReviewCode(enum.Enum):
     MALFORMED_OUTPUT = "malformed_output"
     INCOMPLETE_OUTPUT = "incomplete_output"
     TYPE_MISMATCH = "type_mismatch"
+    # The gate's cross-checks against the source text (model/answers/checks.py).
+    VALUE_BOUNDARY = "value_boundary"
+    UNCLAIMED_VALUE = "unclaimed_value"
+    EMPTY_RECORD = "empty_record"
 
 
 class ReviewReason(msgspec.Struct, frozen=True, kw_only=True):

@@ -7,15 +7,17 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from transformers import AutoTokenizer
 
-from model.answers.retry import RETRIES_PER_VALUE, splice_value
+from model.answers.retry import RETRIES_PER_VALUE, first_failure, splice_value
 from model.answers.validate import Extraction
 from model.config import EngineSettings
 from model.runner.fast import FastEngine
-from model.runner.loading import load_model
+from model.runner.loading import DEMO_MODEL_DIR, load_model
 from model.runner.reference import ReferenceEngine
 from model.signals import Generation
 from model.values.field_types import FieldType, matches
+from ops.accuracy import read_corpus
 from ops.corpus import generate_corpus
 from schemas.messages import Document, ReviewCode
 
@@ -140,4 +142,38 @@ def test_names_that_fail_their_lexicon_are_re_decoded_locally(memorised) -> None
     for e in extractions:
         mistyped = {r.value for r in e.reasons if r.code == ReviewCode.TYPE_MISMATCH}
         assert all(matches("person", s.text) or s.text in mistyped for spans in e.fields.values() for s in spans)
+    assert [record(e) for e in engine.extract(docs).extractions] == [record(e) for e in extractions]
+
+
+def test_a_name_cut_mid_word_is_a_failure_the_loop_re_decodes(tiny_model_dir: Path) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    text = "劳动合同摘要。甲方：上海恒达物流有限公司，乙方：王伟。"
+    doc = Document(doc_id="d", text=text, task="extract", labels=("甲方", "乙方"))
+    answer = "甲方: 上海恒达物流有限公司\n乙方: 王"
+    ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
+    cut = Generation(
+        token_ids=ids,
+        probs=[0.9] * len(ids),
+        entropies=[0.1] * len(ids),
+        top_ids=[[i, 5] for i in ids],
+        top_probs=[[0.9, 0.05]] * len(ids),
+        finished=True,
+    )
+    decode = lambda t: tokenizer.decode(list(t), skip_special_tokens=True)  # noqa: E731
+    label, step, end = first_failure(doc, doc.labels, cut, decode, skip=set())
+    assert label == "乙方" and decode(ids[step:end]) == "王"
+    assert first_failure(doc, doc.labels, cut, decode, skip={"乙方"}) is None
+
+
+def test_names_the_demo_model_cuts_are_re_decoded_before_they_go_to_review() -> None:
+    """The shipped demo model on the free-phrasing corpus: it cuts names (林雨 for 林雨桐); each cut
+    it still writes after its re-decodes is kept for the reviewer, its spans counting the retries."""
+    docs, _, _ = read_corpus(Path(__file__).resolve().parent.parent / "ops" / "corpus" / "freeform.jsonl")
+    engine = FastEngine(load_model(EngineSettings(path=str(DEMO_MODEL_DIR))), EngineSettings(path=str(DEMO_MODEL_DIR)))
+    extractions = engine.extract(docs).extractions
+    cuts = [(e, r) for e in extractions for r in e.reasons if r.code is ReviewCode.VALUE_BOUNDARY]
+    assert cuts
+    for e, reason in cuts:
+        assert "re-decodes" in reason.detail
+        assert [s.retries > 0 for s in e.fields[reason.label] if s.text == reason.value] == [True]
     assert [record(e) for e in engine.extract(docs).extractions] == [record(e) for e in extractions]

@@ -112,3 +112,23 @@ def test_a_value_that_is_not_of_its_type_goes_to_review_but_stays_grounded(token
     assert (reason.code, reason.label, reason.value) == (ReviewCode.TYPE_MISMATCH, "签约日期", "王伟")
     assert "date" in reason.detail
     assert [(s.text, s.normalised) for s in result.fields["签约日期"]] == [("王伟", None)]
+
+
+def test_a_name_cut_inside_its_word_stays_for_the_reviewer_with_its_reason(tokenizer) -> None:
+    result = run(tokenizer, "甲方: 恒达物流有限公司\n乙方: 王\n签约日期: 2024年3月5日")
+    cut = {(r.code, r.label, r.value) for r in result.reasons}
+    # 恒达物流有限公司 is a word-edge cut of 上海恒达物流有限公司 (上海/恒达): a company without its
+    # city is no cut jieba can see; 王 is only the surname of 王伟.
+    assert cut == {(ReviewCode.VALUE_BOUNDARY, "乙方", "王")}
+    assert [s.text for s in result.fields["乙方"]] == ["王"]
+    whole = run(tokenizer, "甲方: 上海恒达物流有限公司\n乙方: 王伟\n签约日期: 2024年3月5日")
+    assert not whole.needs_review, whole.reasons
+
+
+def test_a_date_in_the_text_that_its_typed_label_left_out_goes_to_review(tokenizer) -> None:
+    answer = "甲方: 上海恒达物流有限公司\n乙方: 王伟\n签约日期: None"
+    result = run(tokenizer, answer, field_types={"签约日期": "date"})
+    [reason] = result.reasons
+    assert (reason.code, reason.label, reason.value) == (ReviewCode.UNCLAIMED_VALUE, "签约日期", "2024年3月5日")
+    # Untyped, the label's None is the model's word: nothing says which label the date belongs to.
+    assert not run(tokenizer, answer).needs_review

@@ -150,3 +150,25 @@ def test_entropy_alarms_of_long_documents_come_only_from_what_the_record_keeps()
         # the product's threshold (the most unsure 0.22 nats), no review reason: to the fields topic.
         assert {label: sorted({s.text for s in spans}) for label, spans in product.fields.items()} == g.values()
         assert product.reasons == [] and product.alarmed_steps == 0
+
+
+def test_the_document_checks_of_a_long_document_judge_its_whole_record() -> None:
+    """A phone in the second window of the demo's long sample, under a typed label: whichever window
+    the model finds it in (or none), the record says once, for the whole document, whether it is unclaimed."""
+    generated = long_sample()
+    doc = decode_document(msgspec.json.encode(generated.raw()), 1 << 20)
+    middle = len(doc.text) * 3 // 4
+    text = doc.text[:middle] + "联系电话：13800138000。" + doc.text[middle:]
+    doc = msgspec.structs.replace(
+        doc, text=text, labels=(*doc.labels, "联系电话"), field_types={**doc.field_types, "联系电话": "phone"}
+    )
+    engine = build_engine(EngineSettings(path=str(DEMO_MODEL_DIR), device="cpu"))
+    [extraction] = engine.extract([doc]).extractions
+    assert isinstance(extraction, WindowedExtraction) and len(extraction.windows) == 2
+    unclaimed = [r for r in extraction.reasons if r.code is ReviewCode.UNCLAIMED_VALUE]
+    assert not any(r.code is ReviewCode.EMPTY_RECORD for r in extraction.reasons)
+    if extraction.fields.get("联系电话"):
+        assert unclaimed == []
+    else:
+        [reason] = unclaimed
+        assert (reason.label, reason.value) == ("联系电话", "13800138000") and "window" not in reason.detail

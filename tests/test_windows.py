@@ -230,3 +230,15 @@ def test_a_window_s_alarms_stand_only_for_what_the_merged_record_keeps() -> None
     first.alarmed, second.alarmed = [], second.alarmed[:2]
     quiet = merge_windows("d", ("甲方", "人物"), windows, [first, second], {"甲方"}, MERGE_SETTINGS, _no_decode)
     assert quiet.alarmed == [] and quiet.alarms == [] and not quiet.needs_review
+
+
+def test_a_window_s_document_checks_are_dropped_in_the_merge() -> None:
+    """A window without a label's value is no empty record: the document checks judge the merged record."""
+    text = "张伟" + "。" * 40 + "张伟"
+    windows = [Window(0, 30, 0, 21), Window(12, len(text), 21, len(text))]
+    empty = ReviewReason(code=ReviewCode.EMPTY_RECORD, detail="0 of 1 labels have a value")
+    unclaimed = ReviewReason(code=ReviewCode.UNCLAIMED_VALUE, detail="a phone", label="电话", value="13800138000")
+    first = Extraction(doc_id="d", fields={"姓名": [span("张伟", 0, 0.99)]}, reasons=[unclaimed])
+    second = Extraction(doc_id="d", fields={"姓名": []}, reasons=[empty])
+    merged = merge_windows("d", ("姓名",), windows, [first, second], {"姓名"}, MERGE_SETTINGS, _no_decode)
+    assert merged.reasons == []

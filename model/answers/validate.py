@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import msgspec
 from transformers import PreTrainedTokenizerBase
 
+from model.answers.checks import boundary_problem, document_reasons
 from model.answers.parse import ParsedAnswer, Piece, parse_classification, read_extraction
 from model.config import EngineSettings
 from model.grammar.token_bytes import TokenBytes
@@ -21,6 +22,8 @@ from schemas.field_sets import FieldType
 from schemas.messages import Document, EntropyAlarm, ReviewCode, ReviewReason, Span, TokenChoice
 
 MAX_ALARMS_PER_DOCUMENT = 8
+# Problems whose value stays a field, for the reviewer to see beside the reason (it is in the source).
+KEPT_FOR_REVIEW = frozenset({ReviewCode.TYPE_MISMATCH, ReviewCode.VALUE_BOUNDARY})
 
 Decode = Callable[[Sequence[int]], str]
 
@@ -110,6 +113,7 @@ def interpret(
             if e > settings.entropy_threshold and step in deciding
         ]
     raise_alarms(result, generations, decode, settings)
+    result.reasons += document_reasons(doc, result.fields)
     return result
 
 
@@ -214,8 +218,8 @@ def _collect(
                 if retries.get(label):
                     detail += f" (still after {retries[label]} re-decodes)"
                 result.reasons.append(ReviewReason(code=code, detail=detail, label=label, value=piece.text))
-                if code != ReviewCode.TYPE_MISMATCH:
-                    continue  # a value not in the source never becomes a field; a mistyped one stays, for review
+                if code not in KEPT_FOR_REVIEW:
+                    continue  # a value not in the source never becomes a field; a mistyped or cut one stays, for review
             start = doc.text.find(piece.text)
             confidence = _confidence(piece, generation.probs, token_ends)
             _gate(result, label, piece.text, confidence, settings)
@@ -239,13 +243,17 @@ def cut_off(generation: Generation, piece: Piece, output: str) -> bool:
 
 
 def value_problem(doc: Document, label: str, text: str) -> tuple[ReviewCode, str] | None:
-    """Why a parsed value cannot become a field, if it cannot: not in the source, or not of its type."""
+    """Why a parsed value cannot become a field, if it cannot: not in the source, not of its type, or
+    a name cut out of a longer word (model/answers/checks.py)."""
     if text not in doc.text:
         return ReviewCode.NOT_IN_SOURCE, "the value does not occur in the document"
     kind = doc.field_types.get(label)
     outcome = normal_form(kind, text) if kind is not None else None
     if isinstance(outcome, Mismatch):
         return ReviewCode.TYPE_MISMATCH, f"not a {kind}: {outcome.reason}"
+    cut = boundary_problem(doc, label, text)
+    if cut is not None:
+        return ReviewCode.VALUE_BOUNDARY, f"a name cut mid-word: {cut}"
     return None
 
 

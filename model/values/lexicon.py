@@ -16,6 +16,11 @@ def _words(name: str) -> frozenset[str]:
     return frozenset(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
 
 
+def surnames() -> frozenset[str]:
+    """The shipped surnames, single and compound (欧阳)."""
+    return _words("surnames.txt")
+
+
 def person_ok(value: str) -> bool:
     """A 2-5 character CJK name starting with a known surname (compound first), or a capitalised Latin name."""
     if _LATIN_NAME.fullmatch(value):

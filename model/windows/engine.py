@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 from transformers import PreTrainedTokenizerBase
 
+from model.answers.checks import document_reasons
 from model.answers.prompt import BOUNDARY_SLACK, fits, prompt_chunks, prompt_overhead, token_ends
 from model.answers.validate import Extraction
 from model.config import EngineSettings
@@ -98,7 +99,10 @@ class WindowedEngine:
 
     def _merge(self, doc: Document, windows: list[Window], parts: list[Extraction]) -> Extraction:
         single = SINGLE_VALUE_LABELS.get(doc.field_set, frozenset()) if doc.field_set else frozenset()
-        return merge_windows(doc.doc_id, doc.labels, windows, parts, single, self.settings, self._decode)
+        merged = merge_windows(doc.doc_id, doc.labels, windows, parts, single, self.settings, self._decode)
+        # The document checks judge the whole text's record; each window's own were dropped in the merge.
+        merged.reasons += document_reasons(doc, merged.fields)
+        return merged
 
     def _decode(self, token_ids: Sequence[int]) -> str:
         """Token ids to text, as the engines' alarms spell their tokens (model/answers/validate.py)."""

@@ -8,13 +8,14 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from model.answers.checks import DOCUMENT_CODES
 from model.answers.validate import AlarmedStep, Decode, Extraction, raise_alarms
 from model.config import EngineSettings
 from model.windows.split import Window
 from schemas.messages import ReviewCode, Span
 
 # Reasons about one value: they stand only while that value is still a field after merging.
-VALUE_REASONS = frozenset({ReviewCode.LOW_CONFIDENCE, ReviewCode.TYPE_MISMATCH})
+VALUE_REASONS = frozenset({ReviewCode.LOW_CONFIDENCE, ReviewCode.TYPE_MISMATCH, ReviewCode.VALUE_BOUNDARY})
 
 
 @dataclass
@@ -120,8 +121,8 @@ def _merge_the_rest(merged: WindowedExtraction, parts: Sequence[Extraction], cou
     prompt = 0
     for index, part in enumerate(parts):
         for reason in part.reasons:
-            if reason.code is ReviewCode.ENTROPY_ALARM:
-                continue  # one for the document, from the alarmed steps that stay
+            if reason.code is ReviewCode.ENTROPY_ALARM or reason.code in DOCUMENT_CODES:
+                continue  # one for the document, from the alarmed steps that stay / the merged record
             if reason.code in VALUE_REASONS and (reason.label, reason.value, index) not in kept_values:
                 continue  # about a candidate the merge let go
             key = (reason.code, reason.label, reason.value)

@@ -1,0 +1,133 @@
+"""The gate's cross-checks: evidence from the source text itself, independent of the model's confidence.
+
+A confident `None` or a confident truncation passes the confidence and entropy gates by
+construction; these checks look at the text instead (README "The gate"):
+
+- `value_boundary` (per value, in `value_problem`, so the validation loop re-decodes it first): a
+  name-like value must start and end on word edges of the source's jieba segmentation
+  (model/answers/words.py), and a person's name must not leave its surname or last character beside it;
+- `unclaimed_value` (per document): a phone, e-mail, date, amount or organisation the text writes
+  (model/values/mentions.py), or a person's or organisation's name jieba tags (model/answers/words.py),
+  that no label took, while a label of that type answered `None`;
+- `empty_record` (per document): a document of substantial text whose labels are (nearly) all `None`.
+
+The document checks see the whole document's fields: for a document read in windows they run on
+the merged extraction (model/windows/engine.py), not on each window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from model.answers.words import Words, words_of
+from model.values.lexicon import surnames
+from model.values.mentions import MENTIONED_TYPES, mentions
+from schemas.messages import Document, ReviewCode, ReviewReason, Span
+
+# The reasons of the document checks: a window's are about the window, so a merge drops them and
+# checks the merged record instead.
+DOCUMENT_CODES = frozenset({ReviewCode.UNCLAIMED_VALUE, ReviewCode.EMPTY_RECORD})
+# Types whose values are names, and the field sets' untyped labels that hold names all the same:
+# the contract's parties (a person or a company) and the places.
+NAME_TYPES = frozenset({"person", "organisation"})
+NAME_LABELS = frozenset({"甲方", "乙方", "签约地点", "工作地点", "地点"})
+# Labels whose value may be a person's name, for the person rules.
+PARTY_LABELS = frozenset({"甲方", "乙方"})
+# Types whose mentions a label answering `None` leaves unclaimed.
+CLAIMABLE_TYPES = frozenset({*MENTIONED_TYPES, "person"})
+# A document this long (characters, spaces aside) with labels to fill has values to find.
+SUBSTANTIAL_CHARS = 60
+# At most this share of its labels answered (rounded down) is a near-empty record, from three labels up.
+NEAR_EMPTY_SHARE = 1 / 6
+NEAR_EMPTY_MIN_LABELS = 3
+
+
+def name_like(doc: Document, label: str) -> bool:
+    return doc.field_types.get(label) in NAME_TYPES or label in NAME_LABELS
+
+
+def boundary_problem(doc: Document, label: str, value: str) -> str | None:
+    """Why a name-like value reads as cut out of a longer word, or None when some occurrence of it
+    in the source starts and ends on word edges (a value may be written more than once)."""
+    if not name_like(doc, label):
+        return None
+    person = doc.field_types.get(label) == "person" or label in PARTY_LABELS
+    words = words_of(doc.text)
+    why = None
+    start = doc.text.find(value)
+    while start >= 0:
+        why = _cut(doc.text, words, start, start + len(value), person)
+        if why is None:
+            return None
+        start = doc.text.find(value, start + 1)
+    return why
+
+
+def _cut(text: str, words: Words, start: int, end: int, person: bool) -> str | None:
+    if start not in words.edges or start in words.inside_names:
+        return f"starts inside the word around {text[max(start - 2, 0) : start + 2]!r}"
+    if end not in words.edges or end in words.inside_names:
+        return f"ends inside the word around {text[max(end - 2, 0) : end + 2]!r}"
+    if not person:
+        return None
+    if text[start:end] in surnames():
+        return f"only a surname, before {text[end : end + 2]!r}"
+    if start > 0 and start - 1 in words.name_heads and text[start - 1] in surnames():
+        return f"leaves off the surname {text[start - 1]!r} before it"
+    if end in words.name_tails:
+        return f"leaves off {text[end]!r} after it"
+    return None
+
+
+def document_reasons(doc: Document, fields: Mapping[str, Sequence[Span]]) -> list[ReviewReason]:
+    """The document checks' reasons, from the record's fields (label -> its spans; absent or empty: None)."""
+    if doc.task != "extract":
+        return []
+    return [*unclaimed_values(doc, fields), *empty_record(doc, fields)]
+
+
+def unclaimed_values(doc: Document, fields: Mapping[str, Sequence[Span]]) -> list[ReviewReason]:
+    taken = [span.text for spans in fields.values() for span in spans]
+    empty_by_type: dict[str, list[str]] = {}
+    for label in doc.labels:
+        kind = doc.field_types.get(label)
+        if kind in CLAIMABLE_TYPES and not fields.get(label):
+            empty_by_type.setdefault(kind, []).append(label)
+    reasons = []
+    for kind, labels in empty_by_type.items():
+        # Claimed: some label's value holds the mention or is part of it (a date inside a period).
+        free = [m for m in typed_mentions(doc.text)[kind] if not any(m in t or t in m for t in taken)]
+        if free:
+            reasons += [
+                ReviewReason(
+                    code=ReviewCode.UNCLAIMED_VALUE,
+                    detail=f"the text writes the {kind} {free[0]!r} ({len(free)} unclaimed) and this label has none",
+                    label=label,
+                    value=free[0],
+                )
+                for label in labels
+            ]
+    return reasons
+
+
+def typed_mentions(text: str) -> dict[str, tuple[str, ...]]:
+    """The text's typed values (model/values/mentions.py) and the names jieba's tagger found."""
+    found: dict[str, tuple[str, ...]] = dict(mentions(text))
+    words = words_of(text)
+    found["person"] = words.persons
+    found["organisation"] = tuple(dict.fromkeys((*found["organisation"], *words.organisations)))
+    return found
+
+
+def empty_record(doc: Document, fields: Mapping[str, Sequence[Span]]) -> list[ReviewReason]:
+    labels = len(doc.labels)
+    answered = sum(1 for label in doc.labels if fields.get(label))
+    substantial = len("".join(doc.text.split())) >= SUBSTANTIAL_CHARS
+    if not substantial or labels < NEAR_EMPTY_MIN_LABELS or answered > int(labels * NEAR_EMPTY_SHARE):
+        return []
+    return [
+        ReviewReason(
+            code=ReviewCode.EMPTY_RECORD,
+            detail=f"{answered} of {labels} labels have a value in a document of {len(doc.text)} characters",
+        )
+    ]

@@ -1,0 +1,102 @@
+"""Where a source text's words begin and end, by jieba's segmentation: the ruler of the value-boundary check.
+
+jieba (MIT, its dictionary ships in the wheel) is loaded once per process, quietly, on first use and
+not at import, so `model/` stays importable where only torch and transformers are installed. Its
+segmentation is deterministic (dictionary DAG plus a Viterbi HMM for unknown words). A text is
+segmented once, by both the plain cutter and the part-of-speech tagger (they can differ), and the
+result is memoised: the validation loop and the interpretation check every value of a document
+against the same segmentation.
+
+jieba often splits an unknown three-character name into surname + given name (宋/志远, 罗文/斌,
+刘/桂兰): every edge of both segmentations counts as a word edge, so a correct full name is never cut,
+and the person rules of `model/answers/checks.py` use `name_heads` and `name_tails` to catch the
+surname or the last character left off.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from model.values.lexicon import organisation_ok, person_ok, surnames
+
+# Tags of proper names of people, places and organisations (nr, nrfg, nrt, ns, nt ...).
+NAME_TAGS = ("nr", "ns", "nt")
+# One-character words with these tags are function words (prepositions, conjunctions, particles,
+# adverbs, pronouns, verbs, locatives, modal and other particles, punctuation): 于 or 和 before a
+# name is no surname of it.
+FUNCTION_TAGS = tuple("pcudrvfyeox")
+# A one-character word tagged as part of a name, or as an unknown morpheme (zg), after a person's value.
+NAME_PART_TAGS = ("nr", "nrfg", "ns", "zg")
+
+
+@dataclass(frozen=True)
+class Words:
+    """A text's word edges (character offsets, 0 and the end included) and the places where a
+    person's name may have been cut: inside a multi-character name-tagged word, before a one-character
+    word that can lead a name (`name_heads`, their starts) or that can end one (`name_tails`)."""
+
+    edges: frozenset[int]
+    inside_names: frozenset[int]
+    name_heads: frozenset[int]
+    name_tails: frozenset[int]
+    # Names the tagger found, in text order: people's (`nr`, or a surname + given name it split)
+    # and organisations' (`nt`) that the shipped lexicons accept.
+    persons: tuple[str, ...] = ()
+    organisations: tuple[str, ...] = ()
+
+
+@functools.cache
+def _segmenters() -> tuple[Any, Any]:
+    import jieba
+    import jieba.posseg
+
+    jieba.setLogLevel(logging.WARNING)  # its "Building prefix dict" lines are no news in a worker's log
+    tokenizer = jieba.Tokenizer()
+    tokenizer.initialize()
+    return tokenizer, jieba.posseg.POSTokenizer(tokenizer)
+
+
+@functools.lru_cache(maxsize=256)
+def words_of(text: str) -> Words:
+    tokenizer, tagger = _segmenters()
+    edges = {0, len(text)}
+    position = 0
+    for word in tokenizer.cut(text, HMM=True):
+        position += len(word)
+        edges.add(position)
+    inside: set[int] = set()
+    heads: set[int] = set()
+    tails: set[int] = set()
+    pairs = [(p.word, p.flag) for p in tagger.cut(text, HMM=True)]
+    position = 0
+    for word, flag in pairs:
+        start, position = position, position + len(word)
+        edges.add(position)
+        if len(word) > 1 and flag.startswith(NAME_TAGS):
+            inside.update(range(start + 1, position))
+        elif len(word) == 1 and not flag.startswith(FUNCTION_TAGS):
+            heads.add(start)
+            if flag in NAME_PART_TAGS:
+                tails.add(start)
+    return Words(
+        frozenset(edges), frozenset(inside), frozenset(heads), frozenset(tails), _persons(pairs), _organisations(pairs)
+    )
+
+
+def _persons(pairs: list[tuple[str, str]]) -> tuple[str, ...]:
+    found = []
+    for (word, flag), (after, after_flag) in zip(pairs, [*pairs[1:], ("", "")], strict=True):
+        if flag.startswith("nr") and 2 <= len(word) <= 4 and person_ok(word):
+            found.append(word)
+        # An unknown name split in two: 宋/nr 志远/nrfg, 刘/zg 桂兰/ns are both seen; only the first kind is taken.
+        split = len(word) == 1 and flag.startswith("nr") and after_flag.startswith(("nr", "zg"))
+        if split and 1 <= len(after) <= 2 and word in surnames() and person_ok(word + after):
+            found.append(word + after)
+    return tuple(dict.fromkeys(found))
+
+
+def _organisations(pairs: list[tuple[str, str]]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(word for word, flag in pairs if flag == "nt" and organisation_ok(word)))
