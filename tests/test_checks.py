@@ -9,7 +9,7 @@ import pytest
 
 from model.answers.checks import boundary_problem, document_reasons, name_like, typed_mentions
 from model.values.mentions import mentions
-from ops.accuracy import read_corpus
+from ops.eval.accuracy import read_corpus
 from schemas.messages import Document, ReviewCode, Span
 
 FREEFORM = Path(__file__).resolve().parent.parent / "ops" / "corpus" / "freeform.jsonl"

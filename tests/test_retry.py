@@ -17,8 +17,8 @@ from model.runner.loading import DEMO_MODEL_DIR, load_model
 from model.runner.reference import ReferenceEngine
 from model.signals import Generation
 from model.values.field_types import FieldType, matches
-from ops.accuracy import read_corpus
 from ops.corpus import generate_corpus
+from ops.eval.accuracy import read_corpus
 from schemas.messages import Document, ReviewCode
 
 
