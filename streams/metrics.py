@@ -102,6 +102,24 @@ for _start in LATENCY_STARTS:
     END_TO_END_SECONDS.labels(start=_start)
 
 
+# `seqstream sink postgres` is a process of its own: a registry of its own, so that each process
+# exports exactly its own metrics (and the worker's set above stays exact).
+SINK_REGISTRY = CollectorRegistry(auto_describe=True)
+ProcessCollector(registry=SINK_REGISTRY)
+SINK_LAG = Gauge(
+    "seqstream_sink_lag",
+    "Fields-topic records not yet in the database, per partition assigned to this sink: log end offset minus "
+    "the sink group's committed offset (committed after each database commit).",
+    ["topic", "partition"],
+    registry=SINK_REGISTRY,
+)
+SINK_APPLIED = Counter(
+    "seqstream_sink_applied",
+    "Fields-topic messages applied to the database (upserts, tombstones, dead letters), each committed once.",
+    registry=SINK_REGISTRY,
+)
+
+
 def observe_stage(stage: str, seconds: float) -> None:
     STAGE_SECONDS.labels(stage=stage).observe(max(seconds, 0.0))
 
@@ -138,11 +156,11 @@ def record_gpu_memory(devices: str) -> None:
         GPU_MEMORY_BYTES.labels(device=device, kind="peak_allocated").set(torch.cuda.max_memory_allocated(device))
 
 
-def set_consumer_lag(lag: Mapping[tuple[str, int], int]) -> None:
+def set_consumer_lag(lag: Mapping[tuple[str, int], int], gauge: Gauge = CONSUMER_LAG) -> None:
     """Replace the lag series with the current assignment's, so revoked partitions disappear."""
-    CONSUMER_LAG.clear()
+    gauge.clear()
     for (topic, partition), behind in lag.items():
-        CONSUMER_LAG.labels(topic=topic, partition=str(partition)).set(behind)
+        gauge.labels(topic=topic, partition=str(partition)).set(behind)
 
 
 def count_outputs(outcomes: Iterable[tuple[str, datetime | None, datetime | None]]) -> None:
@@ -159,8 +177,8 @@ def count_outputs(outcomes: Iterable[tuple[str, datetime | None, datetime | None
             END_TO_END_SECONDS.labels(start=start).observe(max((acked_at - started_at).total_seconds(), 0.0))
 
 
-def render() -> bytes:
-    return generate_latest(REGISTRY)
+def render(registry: CollectorRegistry = REGISTRY) -> bytes:
+    return generate_latest(registry)
 
 
 def exported_series(families: Iterable[Metric] | None = None) -> set[str]:

@@ -155,6 +155,8 @@ class SinkSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # Records applied per database transaction (one poll's worth): bigger is faster, a crash redoes at most this.
     max_records: int = 500
     poll_timeout_s: float = 1.0
+    # /metrics for Prometheus (its lag, records applied; streams/observe/sink_http.py); 0 = off.
+    metrics_port: int = 0
 
     def __repr__(self) -> str:
         shown = {f: getattr(self, f) for f in self.__struct_fields__ if f != "dsn"}

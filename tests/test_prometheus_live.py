@@ -1,8 +1,9 @@
-"""A real Prometheus (Debian's binary) scraping a live `seqstream worker` on the real broker while
-documents flow: every expression of every Grafana dashboard and every alert rule is evaluated
-through /api/v1/query, and the worker-down alerts are seen firing once the worker is stopped.
+"""A real Prometheus (Debian's binary) scraping a live `seqstream worker` and `seqstream sink
+postgres` on the real broker and a real PostgreSQL while documents flow: every expression of every
+Grafana dashboard and every alert rule is evaluated through /api/v1/query, and the down alerts are
+seen firing once the worker and the sink are stopped.
 
-The rules are ops/prometheus/alerts.yml as shipped, with their `for` waits cut to a few scrapes
+The rules are ops/prometheus/alerts.yml as shipped, with their `for` waits cut to one scrape
 (promtool's unit tests hold the waits themselves); Grafana's $__rate_interval becomes a window that
 covers the whole run.
 """
@@ -11,7 +12,9 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,6 +25,7 @@ import pytest
 import yaml
 
 from ops.demo.samples import sample_documents
+from ops.postgres import PostgresServer
 from ops.stress.worker_process import OutputReader, WorkerProcess, free_port, isolated_settings
 from streams.kafka.clients import produce_lines
 from streams.kafka.topics import create_topics
@@ -35,8 +39,9 @@ RATE_WINDOW = "5m"
 DOCUMENTS = 12  # half with submitted_at, half timed from their Kafka timestamp
 # Panels with no series on a machine without a GPU: the worker exports GPU memory for CUDA devices only.
 EMPTY_ON_CPU = {"GPU memory"}
-# Alerts that must fire once the only worker is stopped.
-WORKER_GONE = {"SeqStreamWorkerDown", "SeqStreamNoWorkerReady"}
+# Alerts that must fire once the only worker and the sink are stopped.
+GONE = {"SeqStreamWorkerDown", "SeqStreamNoWorkerReady", "SeqStreamSinkDown"}
+SINK_COMMAND = [sys.executable, "-m", "streams.cli.main", "sink", "postgres"]
 
 
 def dashboard_targets() -> list[tuple[str, str, str]]:
@@ -79,8 +84,10 @@ def _nan(series: dict[str, Any]) -> bool:
 
 # Both workers: the Faust app and the transactional worker serve /metrics from different code.
 @pytest.fixture(params=["at_least_once", "exactly_once"])
-def worker_and_prometheus(kafka_bootstrap, tiny_model_dir, tmp_path: Path, request) -> Iterator[tuple]:
-    port = free_port()
+def worker_and_prometheus(
+    kafka_bootstrap, tiny_model_dir, postgres_server: PostgresServer, tmp_path: Path, request
+) -> Iterator[tuple]:
+    port, sink_port = free_port(), free_port()
     settings, env = isolated_settings(
         kafka_bootstrap,
         tiny_model_dir,
@@ -88,26 +95,36 @@ def worker_and_prometheus(kafka_bootstrap, tiny_model_dir, tmp_path: Path, reque
         worker__web_port=str(port),
         worker__delivery=request.param,
         model__max_new_tokens="8",
+        sink__dsn=postgres_server.dsn,
+        sink__db_schema=f"sink_{uuid.uuid4().hex[:8]}",
+        sink__group_id=f"sink-{uuid.uuid4().hex[:8]}",
+        sink__metrics_port=str(sink_port),
     )
     create_topics(settings)
     worker = WorkerProcess(env, tmp_path / "worker.log")
+    sink = WorkerProcess(env, tmp_path / "sink.log", command=SINK_COMMAND)
     config = {
         "global": {
             "scrape_interval": f"{SCRAPE_S}s",
             "scrape_timeout": f"{SCRAPE_S}s",
             "evaluation_interval": "1s",
         },
-        "scrape_configs": [{"job_name": "seqstream-worker", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}],
+        "scrape_configs": [
+            {"job_name": "seqstream-worker", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]},
+            {"job_name": "seqstream-sink", "static_configs": [{"targets": [f"127.0.0.1:{sink_port}"]}]},
+        ],
     }
     (tmp_path / "prometheus").mkdir()
-    prometheus = PrometheusServer(tmp_path / "prometheus", config, shipped_rules(f"{3 * SCRAPE_S}s"))
+    prometheus = PrometheusServer(tmp_path / "prometheus", config, shipped_rules(f"{SCRAPE_S}s"))
     reader = OutputReader(settings)
     worker.start()
+    sink.start()
     prometheus.start()
     try:
-        yield settings, port, worker, prometheus, reader
+        yield settings, port, worker, sink, prometheus, reader
     finally:
         worker.stop()
+        sink.stop()
         prometheus.stop()
         reader.close()
 
@@ -122,32 +139,42 @@ def _wait_for(check, what: str, prometheus: PrometheusServer, timeout_s: float =
 
 
 def test_every_panel_and_rule_evaluates_on_a_live_worker(worker_and_prometheus) -> None:
-    settings, port, worker, prometheus, reader = worker_and_prometheus
+    settings, port, worker, sink, prometheus, reader = worker_and_prometheus
     t = settings.topics
     worker.wait_ready(port)
+    # A scrape of the idle worker and sink first: the rates then span the run from its zeros.
+    scraped_idle = '(seqstream_ready{job="seqstream-worker"} == 1) and on () up{job="seqstream-sink"} == 1'
+    _wait_for(lambda: bool(prometheus.query(scraped_idle)), "a scrape of the ready worker and sink", prometheus)
     submitted = datetime.now(UTC)
     docs = [
         msgspec.json.encode({**raw, "submitted_at": submitted} if i % 2 else raw)
         for i, (raw, _) in enumerate(sample_documents(DOCUMENTS, 41))
     ]
     produce_lines(settings, t.raw, [*docs, b"not json"])
-    reader.read_until(
+    out = reader.read_until(
         lambda o: len(o.doc_ids(t.fields, t.review)) >= DOCUMENTS and len(o.records[t.dead_letter]) >= 1,
         timeout_s=180,
         worker=worker,
     )
+    fields = len(out.records[t.fields])
     # Until Prometheus has scraped the whole run: every input counted, and the lag gauge (refreshed
     # on the worker's timer) caught up on each of the raw topic's partitions.
     inputs = 'sum(seqstream_input_messages_total{job="seqstream-worker"})'
     idle = 'seqstream_consumer_lag{job="seqstream-worker"} == 0'
-    _wait_for(
-        lambda: (
+    applied = 'sum(seqstream_sink_applied_total{job="seqstream-sink"})'
+    sink_idle = 'seqstream_sink_lag{job="seqstream-sink"} == 0'
+
+    def caught_up() -> bool:
+        worker.assert_alive()
+        sink.assert_alive()
+        return (
             _values(prometheus.query(inputs)) == [DOCUMENTS + 1]
             and len(prometheus.query(idle)) == settings.topics.partitions
-        ),
-        "a scrape of the whole run",
-        prometheus,
-    )
+            and _values(prometheus.query(applied)) == [fields]
+            and len(prometheus.query(sink_idle)) == settings.topics.partitions
+        )
+
+    _wait_for(caught_up, "a scrape of the whole run", prometheus)
 
     empty, nan = [], []
     for dashboard, title, expr in dashboard_targets():
@@ -172,7 +199,9 @@ def test_every_panel_and_rule_evaluates_on_a_live_worker(worker_and_prometheus) 
     rules = [r for g in shipped_rules("0s")["groups"] for r in g["rules"]]
     for rule in rules:
         prometheus.query(rule["expr"])  # raises on a query error
-    assert not WORKER_GONE & prometheus.firing(), "worker-down alerts fire while the worker runs"
+    assert not GONE & prometheus.firing(), "down alerts fire while the worker and the sink run"
 
-    worker.stop()
-    _wait_for(lambda: prometheus.firing() >= WORKER_GONE, f"{sorted(WORKER_GONE)} firing", prometheus)
+    # SIGKILL: down is down, and a graceful Faust shutdown would only lengthen the test.
+    worker.kill()
+    sink.kill()
+    _wait_for(lambda: prometheus.firing() >= GONE, f"{sorted(GONE)} firing", prometheus)

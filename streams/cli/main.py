@@ -288,16 +288,22 @@ def sink_postgres(ctx: click.Context, dsn: str | None) -> None:
         raise click.ClickException(
             f"`seqstream sink postgres` needs psycopg 3: pip install 'seqstream[postgres]' ({exc})"
         ) from None
+    from streams.observe.sink_http import SinkMetricsServer
     from streams.sinks.postgres import FieldsSink
 
     settings = _settings(ctx)
     if dsn:
         settings.sink.dsn = dsn
     stop = _stop_on_signals()
+    sink = FieldsSink(settings)
+    server = SinkMetricsServer.start(settings, lambda: {(sink.topic, p) for p in set(sink.assigned)})
     try:
-        FieldsSink(settings).run(stop)
+        sink.run(stop)
     except psycopg.Error as exc:  # unreachable, refused, not allowed: the server's words, not a traceback
         raise click.ClickException(f"PostgreSQL: {exc}") from None
+    finally:
+        if server is not None:
+            server.stop()
 
 
 @cli.group()

@@ -59,13 +59,14 @@ def check_readiness(assigned: Collection[tuple[str, int]], engine: Engine, broke
 class BrokerProbe:
     """Blocking calls: run them off the event loop. One lock, because the client is not re-entrant."""
 
-    def __init__(self, settings: Settings, timeout_s: float = 2.0) -> None:
+    def __init__(self, settings: Settings, timeout_s: float = 2.0, group_id: str | None = None) -> None:
+        """`group_id`: whose committed offsets `lag` reads; the worker's group by default."""
         self.timeout_s = timeout_s
         self._lock = threading.Lock()
         self._consumer = Consumer(
             {
                 **client_config(settings),
-                "group.id": settings.worker.app_id,
+                "group.id": group_id or settings.worker.app_id,
                 "enable.auto.commit": False,
                 # Without a committed offset the worker starts at the earliest (the app's setting).
                 "auto.offset.reset": "earliest",

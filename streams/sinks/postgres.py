@@ -32,6 +32,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from psycopg import sql
 
 from schemas.messages import SCHEMA_VERSION, DeadLetter, ErrorCode, FieldRecord
+from streams import metrics
 from streams.kafka.clients import client_config
 from streams.settings import Settings
 
@@ -310,6 +311,7 @@ class FieldsSink:
             # by source_topic/partition/offset), never loses one.
             self._send_dead_letters(rejected)
         self.applied += len(fresh)
+        metrics.SINK_APPLIED.inc(len(fresh))
         return resume
 
     def _upsert(self, conn: psycopg.Connection, upserts: list[Upsert]) -> list[Rejected]:
