@@ -1,7 +1,8 @@
-"""Every Prometheus metric the worker exports, defined once, on a registry of its own.
+"""Every Prometheus metric SeqStream exports, defined once: the worker's on a registry of its own,
+the PostgreSQL sink's (a process of its own) on another.
 
 The agent and the pipeline record into these at the edges; routing and validation stay pure.
-A private registry (not prometheus_client's global one) makes the exported set exact: the
+Private registries (not prometheus_client's global one) make the exported sets exact: the
 dashboard test compares the Grafana queries against `exported_series()`, nothing else leaks in.
 """
 
