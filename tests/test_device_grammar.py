@@ -12,8 +12,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from model.grammar.host import HostGrammar
-from model.grammar.mask import Constrainer
+from model.grammar.mask import Constrainer, HostGrammar
 from model.grammar.token_bytes import TokenBytes
 from ops.demo.samples import sample_documents
 from ops.train.tiny import build_tiny_bloom
@@ -46,7 +45,7 @@ def batch_rows(constrainer: Constrainer, texts: list[str], labels: tuple[str, ..
 def walk(constrainer: Constrainer, rows, n: int, prefixes, rng: random.Random) -> list[list[int]]:
     """Both grammars stepped together through random legal tokens; returns the tokens taken."""
     width = constrainer.vocab.size + EXTRA_COLUMNS
-    device = constrainer.grammar(rows, prefixes, n, width)
+    device = constrainer.device_grammar(rows, prefixes, n, width)
     host = HostGrammar(constrainer.batch(rows, prefixes), n, width)
     d_state, h_state = device.start(), host.start()
     taken: list[list[int]] = [[] for _ in range(n)]
@@ -119,6 +118,13 @@ class HostConstrainer(Constrainer):
         return HostGrammar(self.batch(rows, prefixes), batch_rows, width)
 
 
+class DeviceConstrainer(Constrainer):
+    """The engine's constrainer with the device grammar in the decode loop, on a CPU too."""
+
+    def grammar(self, rows, prefixes, batch_rows, width):
+        return self.device_grammar(rows, prefixes, batch_rows, width)
+
+
 def test_the_fast_engine_decodes_the_same_tokens_with_the_device_grammar_and_the_oracle(tmp_path) -> None:
     """On the engine benchmark's documents (ops/bench_engine.py checks its 64; here 12, typed)."""
     import msgspec
@@ -135,6 +141,7 @@ def test_the_fast_engine_decodes_the_same_tokens_with_the_device_grammar_and_the
     docs = long_documents(12, seed=0)
     docs = [msgspec.structs.replace(d, field_types={k: v for k, v in TYPES.items() if k in d.labels}) for d in docs]
     device = FastEngine(loaded, settings_)
+    device.constrainer = DeviceConstrainer(device.constrainer.tokens, device.eos_id, device.device)
     host = FastEngine(loaded, settings_)
     host.constrainer = HostConstrainer(host.constrainer.tokens, host.eos_id, host.device)
 

@@ -72,7 +72,7 @@ class CheckingConstrainer(Constrainer):
         return [(n, o, text) for n, o in zip(new, self.oracle.rows(text, chunks, types), strict=True)]
 
     def grammar(self, rows, prefixes, batch_rows, width):
-        new = super().grammar([r and r[0] for r in rows], prefixes, batch_rows, width)
+        new = super().device_grammar([r and r[0] for r in rows], prefixes, batch_rows, width)
         old = self.oracle.grammar([r and r[1] for r in rows], prefixes, batch_rows, width)
         return CheckingGrammar(new, old, [r and r[2] for r in rows], self.seen)
 

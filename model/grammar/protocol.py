@@ -1,5 +1,5 @@
 """What a decode loop asks of a batch's grammar, whichever implements it: the device grammar
-(model/grammar/device.py, the product's) or a host one (model/grammar/host.py over the array
+(model/grammar/device.py) or a host one (model/grammar/mask.py's HostGrammar over the array
 grammar, ops/oracle over the byte automaton: the oracles the tests hold it to).
 
 The state is the implementation's own and is never changed in place: a loop keeps the one it is

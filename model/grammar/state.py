@@ -16,8 +16,8 @@ class DeviceState:
     label: torch.Tensor  # [B] the open value's label, -1 where no value is open
     length: torch.Tensor  # [B] the open value's bytes so far
     ended: torch.Tensor  # [B] bool: end-of-sequence was taken
-    # [B, width + 1] bool: the local source positions where the open value may end (Shift-And over
-    # tokens advances it); the last column is never an end.
+    # [B, ends_width] bool: the local source positions where the open value may end (Shift-And over
+    # tokens advances it); columns from value_width on are never ends.
     ends: torch.Tensor
 
 
@@ -31,5 +31,5 @@ def start_state(tables: DeviceTables) -> DeviceState:
         label=torch.full((rows,), -1, dtype=torch.long, device=device),
         length=zeros.clone(),
         ended=torch.zeros(rows, dtype=torch.bool, device=device),
-        ends=torch.zeros(rows, tables.value_width + 1, dtype=torch.bool, device=device),
+        ends=torch.zeros(rows, tables.ends_width, dtype=torch.bool, device=device),
     )

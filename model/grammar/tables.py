@@ -7,8 +7,8 @@ Conventions that keep every gather in bounds without a branch:
   which is dropped at the end;
 - literal-state tables have one extra, empty state (`no_state`) that -1 (no state) is mapped to;
 - the dense value-entry rows have one extra, empty row that -1 (no entry) is mapped to;
-- a row's open value is a bitset over its own document's positions [B, width + 1]: local position
-  p is global position `row_offset + p`, and the last column is where discarded ends are written.
+- a row's open value is a bitset over its own document's positions [B, ends_width]: local position
+  p is global position `row_offset + p`; column `value_width` is where discarded ends are written.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class DeviceTables:
     row_type: torch.Tensor
     entry_base: torch.Tensor  # [B]: the row's document * heads, the first of its entry sets
     row_offset: torch.Tensor  # [B]: where the row's document starts in the batch's positions
-    row_boundary: torch.Tensor  # [B, width + 1] bool: a character starts at the local position
+    row_boundary: torch.Tensor  # [B, ends_width] bool: a character starts at the local position
     # Per global position: the tokens whose bytes occur there [P, M], padded with `trash`.
     pos_tok: torch.Tensor
     tok_len: torch.Tensor  # [trash + 1]: each token's bytes, 0 for special tokens and padding
@@ -61,6 +61,7 @@ class DeviceTables:
     entry_row: torch.Tensor  # [sets * types]: the dense row of (set, type), -1 none
     entry_rows: torch.Tensor  # [rows + 1, trash + 1] bool, the last row empty
     value_width: int  # local positions per row's bitset (the longest document's, with its end slot)
+    ends_width: int  # the bitset's columns: value_width is where discarded ends go, then padding to 8
 
     @property
     def rows(self) -> int:
@@ -90,9 +91,11 @@ def device_tables(layout: Layout, vocab: VocabIndex, eos_id: int, width: int, de
     sizes = np.diff(offsets)
     row_size = np.where(layout.free, 0, sizes[layout.row_source] if len(sizes) else 0)
     value_width = int(max(1, row_size.max(initial=0)))
-    local = np.arange(value_width + 1)
+    # Whole 8-byte words, so that a CPU can find the set bits a word at a time.
+    ends_width = -(-(value_width + 1) // 8) * 8
+    local = np.arange(ends_width)
     inside = local[None, :] < row_size[:, None]
-    boundary = np.zeros((n, value_width + 1), dtype=bool)
+    boundary = np.zeros((n, ends_width), dtype=bool)
     if len(layout.boundary):
         at = np.minimum(starts[:, None] + local[None, :], len(layout.boundary) - 1)
         boundary = inside & layout.boundary[at]
@@ -143,4 +146,5 @@ def device_tables(layout: Layout, vocab: VocabIndex, eos_id: int, width: int, de
         entry_row=tensor(layout.entry_row),
         entry_rows=entry_rows,
         value_width=value_width,
+        ends_width=ends_width,
     )
