@@ -23,6 +23,8 @@ def test_the_overhead_benchmark_runs_with_the_reference_engine() -> None:
     out = done.stdout
     assert "| reference |" in out
     assert "identical, fast (product defaults) / reference: tokens 2/2 documents" in out
+    # On a CPU the product steps the host grammar; the device grammar runs beside it, to the same tokens.
+    assert "identical, fast, device grammar / reference: tokens 2/2 documents" in out
     # The printed command is the one that ran, runnable as printed.
     assert "command: python -m ops.bench.engine --shape overhead --vocab 4000 --docs 2 --batch 2 --new-tokens 8" in out
     assert "None" not in out.split("\n")[0] and "False" not in out.split("\n")[0]

@@ -102,6 +102,8 @@ class Constrainer:
         self.vocab = index or VocabIndex(vocab)
         self.eos_id = eos_id
         self.device = device
+        # The decode loop's grammar: the device one or the host one; None picks by the device.
+        self.grammar_on_device: bool | None = None
         self._chunks: dict[tuple[str, ...], ChunkTable] = {}
         self._sources: dict[str, SourceTables] = {}
 
@@ -143,14 +145,15 @@ class Constrainer:
         the device grammar, which never waits for the host; on a CPU, where there is nothing to wait
         for, the host grammar, whose numpy steps cost a fraction of the device grammar's ~150 small
         torch operations (tests/test_device_grammar.py holds the two to the same tokens)."""
-        if self.device.type == "cpu":
+        on_device = self.device.type != "cpu" if self.grammar_on_device is None else self.grammar_on_device
+        if not on_device:
             return HostGrammar(self.batch(rows, prefixes), batch_rows, width)
         return self.device_grammar(rows, prefixes, batch_rows, width)
 
     def device_grammar(
         self, rows: Sequence[RowGrammar | None], prefixes: Sequence[Sequence[int]], batch_rows: int, width: int
     ) -> DeviceGrammar:
-        """The device grammar, whatever the device (as `grammar`)."""
+        """The device grammar, whatever the device (arguments as `grammar`'s)."""
         rows = [*rows, *[None] * (batch_rows - len(rows))]
         layout = build_layout(rows, self.vocab, self.device)
         return DeviceGrammar(device_tables(layout, self.vocab, self.eos_id, width, self.device), prefixes)

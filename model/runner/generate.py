@@ -1,6 +1,9 @@
 """Greedy decoding over our BLOOM module, in gpt-fast's shape: prefill, decode_one_token,
-decode_n_tokens, and decode_with_drafts beside it. The greedy step (mask, signals, advance the
-grammar) is written once, `greedy_step`, and both decoders take it. The engine strings them together.
+decode_n_tokens, and decode_with_drafts beside it. The engine strings them together.
+
+decode_n_tokens owns the step's order (the grammar's mask, signals and choice, the grammar advanced,
+the model's step) and keeps it on the device; its grammar is a Grammar (model/grammar/protocol.py).
+decode_with_drafts steps the host grammar through `greedy_step`, as its proposer reads that grammar.
 
 Copy drafts (proposals in model/grammar/draft.py): verification takes, at each drafted position, the
 greedy choice of the masked logits; a draft is kept while it equals that choice, and the first choice
@@ -85,7 +88,8 @@ def greedy_step(decoding: Decoding, logits: torch.Tensor, which: Sequence[int] |
     return signals
 
 
-# The host asks whether every row has ended only this often: each question waits for the device.
+# On an accelerator the host asks whether every row has ended only this often: each question waits
+# for the device. On a CPU there is nothing to wait for, and each step past the end is a wasted pass.
 END_CHECK_STEPS = 8
 
 
@@ -110,7 +114,7 @@ def decode_n_tokens(
     Each step in one order, all on the device: the grammar's legal tokens, the signals and the
     choice, the grammar advanced, the outputs written into buffers preallocated for every step, the
     model's next step. The host waits for the device only every END_CHECK_STEPS steps (has every
-    row ended?) and once at the end, when the buffers come over in one transfer. Steps taken after
+    row ended?; every step on a CPU) and once at the end, when the buffers come over in one transfer. Steps taken after
     every row ended are cut by the collection, which ends each row at its end-of-sequence.
 
     `ended` [B] starts True for rows that only pad a batch to its compiled shape. `observe`, if
@@ -123,6 +127,7 @@ def decode_n_tokens(
     ended = ended.clone()
     buffers: list[torch.Tensor] = []
     taken = decoding.max_new_tokens
+    check_every = 1 if logits.device.type == "cpu" else END_CHECK_STEPS
     for i in range(decoding.max_new_tokens):
         if observe is not None:
             observe(logits)
@@ -138,7 +143,7 @@ def decode_n_tokens(
         if grammar is not None:
             state = grammar.advance(state, chosen)
         ended |= chosen == decoding.eos_id
-        if (i + 1) % END_CHECK_STEPS == 0 and bool(ended.all()):
+        if (i + 1) % check_every == 0 and bool(ended.all()):
             taken = i + 1
             break
         if i < decoding.max_new_tokens - 1:

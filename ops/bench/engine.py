@@ -9,6 +9,7 @@ preparing the grammars, postprocess); and whether the outputs are identical.
 is host work, which is what keeps a GPU idle. The model has random weights; its tokenizer is trained
 on the sample documents (4,000 entries), or, with a larger `--vocab`, is a byte-level BPE of that
 size (ops/train/standin_tokenizer.py, a stand-in for SeqGPT's 250,880). Beside the product's defaults run
+the other of the two array grammars (the device grammar on a CPU, the host grammar on an accelerator),
 the grammar as it was (ops/oracle: a Python state machine per row and step), drafts on, no grammar,
 and transformers' generate().
 """
@@ -200,6 +201,11 @@ def main() -> None:
             "fast, old mask (ops/oracle)": FastEngine(loaded, stepwise),
             "fast, unconstrained": FastEngine(loaded, msgspec.structs.replace(stepwise, constrained=False)),
         }
+        # The device grammar on a CPU too (the product steps it only on an accelerator), and the host
+        # grammar on an accelerator too: the other one of the two, beside the product's choice.
+        other_grammar = FastEngine(loaded, stepwise)
+        other_grammar.constrainer.grammar_on_device = product.device.type == "cpu"
+        engines[OTHER_GRAMMAR[other_grammar.constrainer.grammar_on_device]] = other_grammar
         old = engines["fast, old mask (ops/oracle)"]
         old.constrainer = OracleConstrainer(old.constrainer.tokens, old.eos_id, old.device)
         if not args.no_reference:
@@ -268,6 +274,7 @@ def main() -> None:
 
 
 DEFAULT = "fast (product defaults)"
+OTHER_GRAMMAR = {True: "fast, device grammar", False: "fast, host grammar"}
 
 
 def _tokens(extraction: Extraction) -> list[list[int]]:
