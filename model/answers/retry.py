@@ -20,6 +20,7 @@ from model.answers.parse import read_extraction
 from model.answers.validate import Decode, cut_off, detokenize, piece_steps, step_margin, value_problem
 from model.grammar.mask import RowGrammar
 from model.grammar.token_bytes import VALUE_BREAKS
+from model.runner.protocol import Request
 from model.signals import Generation
 from schemas.messages import Document
 
@@ -29,17 +30,8 @@ LOCAL_TYPES = frozenset({"person", "organisation"})
 LOCAL_VALUE_TOKENS = 32
 
 
-@dataclass
-class Continuation:
-    """Greedy decoding of `prompt` + `prefix` onwards, `row`'s grammar fed `prefix` first."""
-
-    prompt: list[int]
-    prefix: list[int]
-    row: RowGrammar | None
-    max_new_tokens: int
-
-
-ContinueGreedy = Callable[[list[Continuation]], list[Generation]]
+# The runner's generations for re-decode requests, in their order.
+Redecode = Callable[[list[Request]], list[Generation]]
 # A fresh grammar state for (document, chunk), or None where decoding is not constrained.
 RowFor = Callable[[int, int], RowGrammar | None]
 
@@ -141,7 +133,7 @@ def revisit(
     generations: list[list[Generation]],
     decode: Decode,
     row_for: RowFor,
-    continue_greedy: ContinueGreedy,
+    redecode: Redecode,
     max_new_tokens: int,
 ) -> list[list[dict[str, int]]]:
     """Re-decode failing values in place in `generations`; returns the retries per doc, chunk and label."""
@@ -162,12 +154,12 @@ def revisit(
             # Unconstrained, a token may run from the value into what follows: no local cut there.
             local = row is not None and docs[r.doc].field_types.get(r.label) in LOCAL_TYPES
             room = max_new_tokens - len(prefix)
-            requests.append(
-                Continuation(prompts[r.doc][r.chunk], prefix, row, min(room, LOCAL_VALUE_TOKENS) if local else room)
-            )
+            limit = min(room, LOCAL_VALUE_TOKENS) if local else room
+            # Each its own document: a re-decode shares no cached prefix with another.
+            requests.append(Request(prompts[r.doc][r.chunk], row, prefix, limit, doc=len(requests)))
             tried.append((r, token, local))
         still_open = []
-        for (r, token, local), rest in zip(tried, continue_greedy(requests), strict=True):
+        for (r, token, local), rest in zip(tried, redecode(requests), strict=True):
             state = states[r.doc][r.chunk]
             if local:
                 candidate = splice_value(r.base, r.step, r.end, token, rest, decode)

@@ -17,9 +17,9 @@ import torch
 from transformers import BloomConfig, BloomForCausalLM
 
 from model.config import EngineSettings
-from model.runner.fast import FastEngine
+from model.runner.fast import FastRunner
 from model.runner.loading import MANIFEST, load_model
-from model.runner.reference import ReferenceEngine
+from model.runner.reference import ReferenceRunner
 from ops.bench.engine import long_documents, run
 from ops.demo.samples import sample_documents
 from ops.train.tiny import train_tokenizer
@@ -53,8 +53,8 @@ def main() -> None:
         directory = build_seqgpt_shaped(Path(tmp), SEQGPT if cuda else SMOKE)
         settings = EngineSettings(path=str(directory), max_new_tokens=args.new_tokens, prompts_per_forward=256)
         loaded = load_model(settings)
-        fast = FastEngine(loaded, settings)
-        reference = ReferenceEngine(loaded, settings)
+        fast = FastRunner(loaded, settings)
+        reference = ReferenceRunner(loaded, settings)
         device = torch.cuda.get_device_name() if cuda else "CPU (smoke test: toy shape, numbers mean nothing)"
         print(f"device {device}, attention backend: {fast.info.attention}, dtype {loaded.dtype}")
         print("| engine | batch | docs/s | ms per document | peak GPU GiB |")
@@ -63,10 +63,10 @@ def main() -> None:
         for name, engine in (("fast", fast), ("reference", reference)):
             for batch in [int(b) for b in args.batches.split(",")]:
                 sample = docs[: max(batch * 2, 16)] if name == "reference" else docs
-                engine.extract(sample[:batch])  # warm-up: compilation, CUDA graphs, allocator
+                run(engine, sample[:batch], batch)  # warm-up: compilation, CUDA graphs, allocator
                 if cuda:
                     torch.cuda.reset_peak_memory_stats()
-                _, _, _, seconds = run(engine, sample, batch)
+                seconds = run(engine, sample, batch).seconds
                 rate = len(sample) / seconds
                 best[name] = max(best.get(name, 0.0), rate)
                 peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else 0.0
@@ -80,7 +80,7 @@ def main() -> None:
         sample = docs[:64]
         outputs = {}
         for batch in (1, 8, 64):
-            extractions, _, _, _ = run(fast, sample, batch)
+            extractions = run(fast, sample, batch).extractions
             outputs[batch] = [dataclasses.asdict(e) for e in extractions]
         same = sum(outputs[1][i] == outputs[8][i] == outputs[64][i] for i in range(len(sample)))
         print(f"batch invariance: {same}/{len(sample)} documents identical across batch sizes 1, 8 and 64")

@@ -18,8 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from model.answers.validate import Extraction
-from model.config import EngineSettings
-from model.engine import BatchResult, decode_settings, ms_since
+from model.clock import ms_since
+from model.config import EngineSettings, decode_settings
+from model.engine import BatchResult
 from model.values.lexicon import organisation_ok, person_ok
 from schemas.messages import Document, ModelInfo, Span, Timings
 

@@ -19,8 +19,9 @@ from collections.abc import Sequence
 from functools import cache
 
 from model.answers.validate import Extraction
-from model.config import EngineSettings
-from model.engine import BatchResult, decode_settings, ms_since
+from model.clock import ms_since
+from model.config import EngineSettings, decode_settings
+from model.engine import BatchResult
 from ops.eval.baseline import find_values
 from schemas.field_sets import SINGLE_VALUE_LABELS
 from schemas.messages import Document, ModelInfo, Span, Timings
