@@ -42,6 +42,9 @@ class EngineSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # shape, so the float signals (confidence, entropy) move by ~1e-6 with the batch.
     copy_draft: Literal["on", "off"] = "off"
     draft_tokens: int = 8
+    # The blocks' weights in int8 (LLM.int8) or 4-bit NF4 through bitsandbytes (model/runner/quantize.py):
+    # CUDA and the fast engine only, bitsandbytes from the `gpu` extra.
+    quantize: Literal["none", "int8", "nf4"] = "none"
 
 
 def decode_settings(settings: EngineSettings) -> DecodeSettings:

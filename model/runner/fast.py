@@ -22,6 +22,7 @@ from model.runner.bloom import MIN_GEMM_ROWS, Bloom
 from model.runner.generate import Decoding, decode_n_tokens, decode_with_drafts, make_decode_one_token, prefill
 from model.runner.loading import LoadedModel
 from model.runner.protocol import Generated, Passes, Request, new_constrainer
+from model.runner.quantize import check_quantize, quantize_linears
 from model.signals import Generation, collect_generations, cut, signal_tensors
 from schemas.messages import ModelInfo
 
@@ -76,7 +77,8 @@ class FastRunner:
         self.pad_id = int(loaded.tokenizer.pad_token_id)
         self.device = loaded.device
         self.constrainer = new_constrainer(loaded.tokenizer, loaded.device)
-        self.model = Bloom.from_transformers(loaded.model)
+        check_quantize(settings.quantize, self.device)
+        self.model = quantize_linears(Bloom.from_transformers(loaded.model), settings.quantize, self.device)
         self.backend = pick_backend(self.device, backend or settings.attention)
         self.attend = make_attention(self.backend)
         self.prefix_sharing = settings.prefix_sharing if prefix_sharing is None else prefix_sharing
@@ -90,7 +92,8 @@ class FastRunner:
             # One graph per (batch, length) bucket; CUDA graphs remove the per-step launch overhead.
             torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
             mode = "reduce-overhead" if self.device.type == "cuda" else None
-            step = torch.compile(step, mode=mode, fullgraph=True)
+            # bitsandbytes' layers may break a graph (their outlier handling in int8): compiled in parts.
+            step = torch.compile(step, mode=mode, fullgraph=settings.quantize == "none")
             # Mask and signals in a few fused kernels; the rows vary (a draft's verification masks
             # only the rows still verifying), so one graph for any number of them.
             self.signals = torch.compile(signal_tensors, dynamic=True)
@@ -100,11 +103,16 @@ class FastRunner:
         self._buffers: dict[tuple[str, int], nn.ModuleList] = {}
         self._views: dict[tuple[str, int, int], nn.ModuleList] = {}
         self.max_len = bucket(settings.max_input_tokens + settings.max_new_tokens + 1, LENGTH_BUCKET)
+        weights = str(loaded.dtype).removeprefix("torch.")
+        # Quantized blocks say so in every record: theirs are not the unquantized model's records.
+        weights += "" if settings.quantize == "none" else f"+{settings.quantize}"
         self.info = ModelInfo(
             name=loaded.name,
             engine="fast",
             attention=self.backend + ("+compiled" if self.compiled else ""),
-            dtype=str(loaded.dtype).removeprefix("torch."),
+            # Quantized blocks say so: their records are not the bf16 ones.
+            dtype=str(loaded.dtype).removeprefix("torch.")
+            + ("" if settings.quantize == "none" else f"+{settings.quantize}"),
             device=str(self.device),
             demo=loaded.demo,
             decode=decode_settings(settings),

@@ -18,6 +18,7 @@ from model.config import EngineSettings, decode_settings
 from model.grammar.mask import GrammarBatch, RowGrammar
 from model.runner.loading import LoadedModel
 from model.runner.protocol import Generated, Passes, Request, new_constrainer
+from model.runner.quantize import QuantizeError
 from model.signals import Generation, StepSignals, collect_generations, cut, step_signals
 from schemas.messages import ModelInfo
 
@@ -58,6 +59,11 @@ class _GreedySignals(LogitsProcessor):
 
 class ReferenceRunner:
     def __init__(self, loaded: LoadedModel, settings: EngineSettings) -> None:
+        if settings.quantize != "none":
+            raise QuantizeError(
+                f'quantize = "{settings.quantize}" is the fast engine\'s; the reference engine decodes '
+                "with transformers' weights as loaded"
+            )
         self.loaded = loaded
         self.tokenizer = loaded.tokenizer
         self.settings = settings
