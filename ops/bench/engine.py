@@ -46,18 +46,20 @@ from schemas.messages import Document, Timings
 STAGES = ("tokenize_ms", "prefill_ms", "decode_ms", "constrain_ms", "postprocess_ms")
 
 
-def long_documents(count: int, seed: int, min_chars: int = 300, max_chars: int = 1000) -> list[Document]:
-    """Sample texts strung together to 300-1000 characters, asking for 6-12 labels each."""
+def long_documents(
+    count: int, seed: int, min_chars: int = 300, max_chars: int = 1000, labels: tuple[int, int] = (6, 12)
+) -> list[Document]:
+    """Sample texts strung together to 300-1000 characters, asking for 6-12 labels each (by default)."""
     rng = random.Random(seed)
     pool = [raw for raw, _ in sample_documents(count * 12, seed=seed)]
-    labels = sorted({label for raw in pool for label in _field_set_labels(raw["field_set"])})
+    names = sorted({label for raw in pool for label in _field_set_labels(raw["field_set"])})
     docs = []
     for i in range(count):
         target = rng.randint(min_chars, max_chars)
         text = ""
         while len(text) < target:
             text += rng.choice(pool)["text"]
-        raw = {"doc_id": f"bench-{i}", "text": text[:target], "labels": rng.sample(labels, rng.randint(6, 12))}
+        raw = {"doc_id": f"bench-{i}", "text": text[:target], "labels": rng.sample(names, rng.randint(*labels))}
         docs.append(decode_document(msgspec.json.encode(raw), 1 << 20))
     return docs
 
