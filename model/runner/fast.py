@@ -110,9 +110,7 @@ class FastRunner:
             name=loaded.name,
             engine="fast",
             attention=self.backend + ("+compiled" if self.compiled else ""),
-            # Quantized blocks say so: their records are not the bf16 ones.
-            dtype=str(loaded.dtype).removeprefix("torch.")
-            + ("" if settings.quantize == "none" else f"+{settings.quantize}"),
+            dtype=weights,
             device=str(self.device),
             demo=loaded.demo,
             decode=decode_settings(settings),
