@@ -82,21 +82,7 @@ def alternatives(generation: Generation, step: int) -> list[int]:
 
 def splice(base: Generation, step: int, token: int, rest: Generation) -> Generation:
     """`base` up to `step`, `token` chosen at `step` (with that step's signals), then `rest`."""
-    prob = dict(zip(base.top_ids[step], base.top_probs[step], strict=True))[token]
-
-    def flags(kept: list[bool], new: list[bool]) -> list[bool]:
-        return [*kept[:step], False, *new] if kept else []
-
-    return Generation(
-        token_ids=[*base.token_ids[:step], token, *rest.token_ids],
-        probs=[*base.probs[:step], prob, *rest.probs],
-        entropies=[*base.entropies[: step + 1], *rest.entropies],
-        top_ids=[*base.top_ids[: step + 1], *rest.top_ids],
-        top_probs=[*base.top_probs[: step + 1], *rest.top_probs],
-        finished=rest.finished,
-        forced=flags(base.forced, rest.forced),
-        drafted=flags(base.drafted, rest.drafted),
-    )
+    return base.steps(0, step) + base.choosing(step, token) + rest
 
 
 def splice_value(base: Generation, step: int, end: int, token: int, rest: Generation, decode: Decode):
@@ -109,21 +95,8 @@ def splice_value(base: Generation, step: int, end: int, token: int, rest: Genera
         stop = len(local) - 1  # the end-of-sequence token
     if stop is None:
         return None
-    whole, keep = splice(base, step, token, rest), step + stop
-
-    def joined(new: list, old: list) -> list:
-        return [*new[:keep], *old[end:]] if old else []
-
-    return Generation(
-        token_ids=joined(whole.token_ids, base.token_ids),
-        probs=joined(whole.probs, base.probs),
-        entropies=joined(whole.entropies, base.entropies),
-        top_ids=joined(whole.top_ids, base.top_ids),
-        top_probs=joined(whole.top_probs, base.top_probs),
-        finished=base.finished,
-        forced=joined(whole.forced, base.forced),
-        drafted=joined(whole.drafted, base.drafted),
-    )
+    # The new value up to its end, then `base` from where its old value ended (and as it ended).
+    return splice(base, step, token, rest).steps(0, step + stop) + base.steps(end)
 
 
 def revisit(
