@@ -16,6 +16,7 @@ from model.engine import Extractor
 from model.runner.attention import alibi_slopes, available_backends
 from model.runner.fast import DocPrompts, FastRunner, shared_prefix
 from model.runner.loading import load_model
+from model.runner.protocol import Request
 from ops.demo.samples import sample_documents
 from ops.train.tiny import build_tiny_bloom
 from schemas.decode import decode_document
@@ -198,3 +199,18 @@ def test_replicas_share_a_batch_without_changing_any_output(peaky_model) -> None
         torch.set_num_threads(threads)
     assert [dataclasses.asdict(e) for e in shared.extractions] == [dataclasses.asdict(e) for e in single.extractions]
     assert shared.generated_tokens == single.generated_tokens
+
+
+def test_a_batch_fits_the_cache_with_its_longest_prompt_and_largest_room(engine_settings: EngineSettings) -> None:
+    """Each re-decode fits the cache alone; a long prompt beside another's larger room would not."""
+    runner = FastRunner(load_model(engine_settings), engine_settings)
+    long_prompt, short_prompt = [5] * (runner.max_len - 40), [5] * 10
+    rooms = [30, runner.max_len - 20]
+    assert [[d.index for d in g] for g in runner.plan([[long_prompt], [short_prompt]], rooms)] == [[1], [0]]
+    assert [[d.index for d in g] for g in runner.plan([[long_prompt], [short_prompt]], [30, 30])] == [[1, 0]]
+    requests = [
+        Request(long_prompt, max_new_tokens=rooms[0], doc=0),
+        Request(short_prompt, max_new_tokens=rooms[1], doc=1),
+    ]
+    generated = runner.generate(requests)
+    assert [len(g.token_ids) <= r for g, r in zip(generated.generations, rooms, strict=True)] == [True, True]

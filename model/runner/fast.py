@@ -126,7 +126,8 @@ class FastRunner:
         docs = list(per_doc.values())
         out: list[Generation] = [Generation()] * len(requests)
         spent = Generated()
-        for group in self.plan([[requests[i].prompt + requests[i].prefix for i in doc] for doc in docs]):
+        prompts = [[requests[i].prompt + requests[i].prefix for i in doc] for doc in docs]
+        for group in self.plan(prompts, [max(limits[i] for i in doc) for doc in docs]):
             for doc_prompts in group:
                 mine = [requests[i] for i in docs[doc_prompts.index]]
                 doc_prompts.constraints = [r.grammar for r in mine] if any(r.grammar for r in mine) else []
@@ -141,20 +142,27 @@ class FastRunner:
         spent.generations = out
         return spent
 
-    def plan(self, prompts_per_doc: list[list[list[int]]]) -> list[list[DocPrompts]]:
+    def plan(self, prompts_per_doc: list[list[list[int]]], rooms: list[int] | None = None) -> list[list[DocPrompts]]:
         """Documents of similar length together (less padding), at most `prompts_per_forward` prompts
-        per group unless one document alone has more; a document's prompts stay in one group."""
+        per group unless one document alone has more; a document's prompts stay in one group. A
+        group's longest prompt plus its largest room (`rooms`: new tokens per document, the settings'
+        limit by default) fits the cache: each document fits alone, but a long prompt beside another
+        document's larger room (a re-decode's shorter prefix) would not."""
+        rooms = rooms or [self.settings.max_new_tokens] * len(prompts_per_doc)
         order = sorted(range(len(prompts_per_doc)), key=lambda i: max(len(p) for p in prompts_per_doc[i]))
         groups: list[list[DocPrompts]] = []
-        rows = 0
+        rows = longest = room = 0
         for i in order:
             prompts = prompts_per_doc[i]
-            if not groups or rows + len(prompts) > self.settings.prompts_per_forward:
+            length = max(len(p) for p in prompts)
+            need = bucket(max(longest, length) + max(room, rooms[i]) + 1, LENGTH_BUCKET)
+            if not groups or rows + len(prompts) > self.settings.prompts_per_forward or need > self.max_len:
                 groups.append([])
-                rows = 0
+                rows = longest = room = 0
             shared = shared_prefix(prompts) if self.prefix_sharing else 0
             groups[-1].append(DocPrompts(i, prompts, shared))
             rows += len(prompts)
+            longest, room = max(longest, length), max(room, rooms[i])
         return groups
 
     @torch.inference_mode()
