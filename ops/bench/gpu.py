@@ -227,15 +227,18 @@ def measure(table: str, case: str, make: Callable[[], FastRunner], docs, batch: 
         runner = make()
     except QuantizeError as error:
         return Row(table, case, batch, note=str(error))
-    run(runner, docs, batch)
-    cuda = runner.device.type == "cuda"
-    if cuda:
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-    timed = run(runner, docs, batch)
-    peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else None
-    row = Row(table, case, batch, len(docs) / timed.seconds, 1000 * timed.seconds / len(docs), peak)
-    row.syncs_per_pass = syncs_per_pass(runner, docs[:batch]) if cuda else None
+    try:
+        run(runner, docs, batch)
+        cuda = runner.device.type == "cuda"
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        timed = run(runner, docs, batch)
+        peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else None
+        row = Row(table, case, batch, len(docs) / timed.seconds, 1000 * timed.seconds / len(docs), peak)
+        row.syncs_per_pass = syncs_per_pass(runner, docs[:batch]) if cuda else None
+    except Exception as error:  # one prepared run on a lent machine: a failing row must not lose the table
+        return Row(table, case, batch, note=f"failed: {type(error).__name__}: {error}"[:300])
     print(f"  {table} | {case} | batch {batch} | {row.docs_per_s:.2f} docs/s", flush=True)
     return row
 
@@ -286,8 +289,11 @@ def quantized(
 
         row = measure(table, f"drafts off, {mode}", make, docs[:batch], batch, budget)
         if made and baseline is not None and row.docs_per_s is not None:
-            records = [comparable(e) for e in run(made[0], docs[:batch], batch).extractions]
-            row.note = f"records as bf16: {sum(a == b for a, b in zip(baseline, records, strict=True))}/{batch}"
+            try:
+                records = [comparable(e) for e in run(made[0], docs[:batch], batch).extractions]
+                row.note = f"records as bf16: {sum(a == b for a, b in zip(baseline, records, strict=True))}/{batch}"
+            except Exception as error:  # the row's timing stands; only the comparison is lost
+                row.note = f"records not compared: {type(error).__name__}: {error}"[:300]
         report.rows.append(row)
         del made[:]
         if loaded.device.type == "cuda":
