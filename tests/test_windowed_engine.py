@@ -163,7 +163,7 @@ def test_the_document_checks_of_a_long_document_judge_its_whole_record() -> None
     )
     engine = build_engine(EngineSettings(path=str(DEMO_MODEL_DIR), device="cpu"))
     [extraction] = engine.extract([doc]).extractions
-    assert isinstance(extraction, WindowedExtraction) and len(extraction.windows) == 2
+    assert len(extraction.windows) == 2
     unclaimed = [r for r in extraction.reasons if r.code is ReviewCode.UNCLAIMED_VALUE]
     assert not any(r.code is ReviewCode.EMPTY_RECORD for r in extraction.reasons)
     if extraction.fields.get("联系电话"):
