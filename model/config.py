@@ -6,6 +6,8 @@ from typing import Literal
 
 import msgspec
 
+from schemas.messages import DecodeSettings
+
 # Where no copy of it is found (no such directory, nothing in the hub cache), the shipped demo model
 # model/demo/ stands in, loudly (model/runner/loading.py: resolve_model_path).
 DEFAULT_MODEL = "DAMO-NLP/SeqGPT-560M"
@@ -40,3 +42,17 @@ class EngineSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # shape, so the float signals (confidence, entropy) move by ~1e-6 with the batch.
     copy_draft: Literal["on", "off"] = "off"
     draft_tokens: int = 8
+    # The blocks' weights in int8 (LLM.int8) or 4-bit NF4 through bitsandbytes (model/runner/quantize.py):
+    # CUDA and the fast engine only, bitsandbytes from the `gpu` extra.
+    quantize: Literal["none", "int8", "nf4"] = "none"
+
+
+def decode_settings(settings: EngineSettings) -> DecodeSettings:
+    """What a record says about how it was decoded."""
+    return DecodeSettings(
+        max_new_tokens=settings.max_new_tokens,
+        max_input_tokens=settings.max_input_tokens,
+        labels_per_prompt=settings.labels_per_prompt,
+        confidence_threshold=settings.confidence_threshold,
+        entropy_threshold=settings.entropy_threshold,
+    )

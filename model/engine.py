@@ -1,25 +1,24 @@
-"""What the pipeline asks of an extraction engine, and the one extraction flow both engines share:
-encode the prompts, prepare their grammars, generate, revisit failing values, interpret. The engines
-differ only in how they generate (model/runner/fast.py, model/runner/reference.py).
+"""What the pipeline asks of an extraction engine, and the extraction flow as plain functions:
+prepare (prompts and grammars) -> generate (the runner) -> revisit (re-decode failing values) ->
+interpret. Runners differ only in how they generate (model/runner/protocol.py); `Extractor` strings
+the functions together over one runner.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from transformers import PreTrainedTokenizerBase
-
 from model.answers.prompt import EncodedDocument, encode_prompts
-from model.answers.retry import Continuation, revisit
+from model.answers.retry import revisit
 from model.answers.validate import Detokenizer, Extraction, interpret
-from model.config import EngineSettings
-from model.grammar.mask import Constrainer, RowGrammar
-from model.grammar.token_bytes import TokenBytes
+from model.clock import ms_since
+from model.grammar.mask import RowGrammar
+from model.runner.protocol import Generated, Passes, Request, Runner
 from model.signals import Generation
-from schemas.messages import DecodeSettings, Document, ModelInfo, Timings
+from schemas.messages import Document, ModelInfo, Timings
 
 
 @dataclass
@@ -27,6 +26,7 @@ class BatchResult:
     extractions: list[Extraction]
     timings: Timings = field(default_factory=Timings)
     generated_tokens: int = 0
+    passes: Passes = field(default_factory=Passes)
 
 
 class Engine(Protocol):
@@ -37,30 +37,6 @@ class Engine(Protocol):
         ...
 
 
-def ms_since(started: float) -> float:
-    """Milliseconds since a `time.perf_counter()` reading."""
-    return (time.perf_counter() - started) * 1000
-
-
-def sum_timings(parts: Iterable[Timings]) -> Timings:
-    """Stage by stage, the time several batches took one after another."""
-    total = Timings()
-    for part in parts:
-        for name in Timings.__struct_fields__:
-            setattr(total, name, getattr(total, name) + getattr(part, name))
-    return total
-
-
-def decode_settings(settings: EngineSettings) -> DecodeSettings:
-    return DecodeSettings(
-        max_new_tokens=settings.max_new_tokens,
-        max_input_tokens=settings.max_input_tokens,
-        labels_per_prompt=settings.labels_per_prompt,
-        confidence_threshold=settings.confidence_threshold,
-        entropy_threshold=settings.entropy_threshold,
-    )
-
-
 @dataclass
 class Prepared:
     """A document's prompts and, when its decoding is constrained, one grammar per prompt."""
@@ -68,66 +44,84 @@ class Prepared:
     encoded: EncodedDocument
     grammars: list[RowGrammar] | None
 
+    def grammar(self, chunk: int) -> RowGrammar | None:
+        return self.grammars[chunk] if self.grammars else None
 
-class ExtractionFlow:
-    """extract() for an engine that says how it generates: `generate` (every prompt of the prepared
-    documents) and `continue_greedy` (the validation loop's re-decodes)."""
 
-    info: ModelInfo
+def prepare(runner: Runner, docs: Sequence[Document]) -> list[Prepared]:
+    """Prompts tokenised and grammars built, with the runner's tokenizer and constrainer."""
+    settings = runner.settings
+    prepared = []
+    for doc in docs:
+        encoded = encode_prompts(runner.tokenizer, doc, settings.labels_per_prompt, settings.max_input_tokens)
+        grammars = runner.constrainer.for_document(doc, encoded.text, encoded.chunks, settings.constrained)
+        prepared.append(Prepared(encoded, grammars))
+    return prepared
 
-    def __init__(self, tokenizer: PreTrainedTokenizerBase, settings: EngineSettings, device) -> None:
-        self.tokenizer = tokenizer
-        self.settings = settings
-        self.eos_id = int(tokenizer.eos_token_id)
-        self.pad_id = int(tokenizer.pad_token_id)
-        vocab = TokenBytes.from_tokenizer(tokenizer)
-        self.constrainer = Constrainer(vocab, self.eos_id, device)
-        self.decode = Detokenizer(tokenizer, vocab)
 
-    def prepare(self, docs: Sequence[Document], timings: Timings) -> list[Prepared]:
-        """Prompts tokenised and grammars built (timed as tokenize_ms: the inputs' preparation)."""
-        started = time.perf_counter()
-        prepared = []
-        for doc in docs:
-            encoded = encode_prompts(
-                self.tokenizer, doc, self.settings.labels_per_prompt, self.settings.max_input_tokens
-            )
-            grammars = self.constrainer.for_document(doc, encoded.text, encoded.chunks, self.settings.constrained)
-            prepared.append(Prepared(encoded, grammars))
-        timings.tokenize_ms += ms_since(started)
-        return prepared
+def generate(runner: Runner, prepared: Sequence[Prepared]) -> tuple[list[list[Generation]], Generated]:
+    """Per document, one greedy generation per prompt; and what the runner's call took."""
+    requests = [
+        Request(prompt, p.grammar(c), doc=d)
+        for d, p in enumerate(prepared)
+        for c, prompt in enumerate(p.encoded.prompts)
+    ]
+    generated = runner.generate(requests)
+    per_doc: list[list[Generation]] = [[] for _ in prepared]
+    for request, generation in zip(requests, generated.generations, strict=True):
+        per_doc[request.doc].append(generation)
+    return per_doc, generated
+
+
+class Extractor:
+    """An `Engine` over one runner: the flow's functions in order, each stage timed where it runs."""
+
+    def __init__(self, runner: Runner) -> None:
+        self.runner = runner
+        self.info = runner.info
+        self.settings = runner.settings
+        self.detokenize = Detokenizer(runner.tokenizer, runner.constrainer.tokens)
 
     def extract(self, docs: Sequence[Document]) -> BatchResult:
-        timings = Timings()
-        prepared = self.prepare(docs, timings)
-        generations = self.generate(prepared, timings)
+        started = time.perf_counter()
+        prepared = prepare(self.runner, docs)
+        tokenize_ms = ms_since(started)
+        generations, first = generate(self.runner, prepared)
+        redecodes: list[Generated] = []
+
+        def redecode(requests: list[Request]) -> list[Generation]:
+            redecodes.append(self.runner.generate(requests))
+            return redecodes[-1].generations
+
         started = time.perf_counter()
         retries = revisit(
             docs,
             [p.encoded.chunks for p in prepared],
             [p.encoded.prompts for p in prepared],
             generations,
-            self.decode,
-            lambda d, c: prepared[d].grammars[c] if prepared[d].grammars else None,
-            lambda requests: self.continue_greedy(requests, timings),
+            self.detokenize,
+            lambda d, c: prepared[d].grammar(c),
+            redecode,
             self.settings.max_new_tokens,
         )
-        timings.decode_ms += ms_since(started)
+        revisit_ms = ms_since(started)
         started = time.perf_counter()
         extractions = [
             interpret(
-                doc, p.encoded.chunks, generations[i], self.decode, self.settings, p.encoded.truncated, retries[i]
+                doc, p.encoded.chunks, generations[i], self.detokenize, self.settings, p.encoded.truncated, retries[i]
             )
             for i, (doc, p) in enumerate(zip(docs, prepared, strict=True))
         ]
-        timings.postprocess_ms = ms_since(started)
+        postprocess_ms = ms_since(started)
+        spent = sum(redecodes, first)
+        # The validation loop is decoding too: its wall time, re-decodes included, counts as decode.
+        redecode_prefill_ms = sum(r.prefill_ms for r in redecodes)
+        timings = Timings(
+            tokenize_ms=tokenize_ms,
+            prefill_ms=spent.prefill_ms,
+            decode_ms=first.decode_ms + revisit_ms - redecode_prefill_ms,
+            constrain_ms=spent.constrain_ms,
+            postprocess_ms=postprocess_ms,
+        )
         tokens = sum(len(g.token_ids) for doc in generations for g in doc)
-        return BatchResult(extractions=extractions, timings=timings, generated_tokens=tokens)
-
-    def generate(self, prepared: list[Prepared], timings: Timings) -> list[list[Generation]]:
-        """Per document, one greedy generation per prompt."""
-        raise NotImplementedError
-
-    def continue_greedy(self, requests: list[Continuation], timings: Timings) -> list[Generation]:
-        """Greedy continuations of prompts extended by kept tokens (the validation loop's re-decodes)."""
-        raise NotImplementedError
+        return BatchResult(extractions=extractions, timings=timings, generated_tokens=tokens, passes=spent.passes)

@@ -122,6 +122,51 @@ class Generation:
     forced: list[bool] = field(default_factory=list)
     drafted: list[bool] = field(default_factory=list)
 
+    def steps(self, start: int = 0, stop: int | None = None) -> Generation:
+        """Steps [start, stop): finished only where the last step is kept."""
+        window = slice(start, stop)
+        return Generation(
+            *(getattr(self, name)[window] for name in PER_STEP),
+            finished=self.finished and (stop is None or stop >= len(self.token_ids)),
+            forced=self.forced[window],
+            drafted=self.drafted[window],
+        )
+
+    def choosing(self, step: int, token: int) -> Generation:
+        """Step `step` alone with `token` chosen instead, one of its runners-up: the step's
+        distribution as it was, the token's probability from the runners-up, neither forced nor
+        drafted (a revisit's choice)."""
+        prob = dict(zip(self.top_ids[step], self.top_probs[step], strict=True))[token]
+        return Generation(
+            [token],
+            [prob],
+            self.entropies[step : step + 1],
+            self.top_ids[step : step + 1],
+            self.top_probs[step : step + 1],
+            forced=[False] if self.forced else [],
+            drafted=[False] if self.drafted else [],
+        )
+
+    def __add__(self, later: Generation) -> Generation:
+        """This generation's steps, then `later`'s (whose end is the whole's). A flag is kept where
+        both record it at every step."""
+
+        def flags(name: str) -> list[bool]:
+            mine, theirs = getattr(self, name), getattr(later, name)
+            recorded = len(mine) == len(self.token_ids) and len(theirs) == len(later.token_ids)
+            return [*mine, *theirs] if recorded else []
+
+        return Generation(
+            *(getattr(self, name) + getattr(later, name) for name in PER_STEP),
+            finished=later.finished,
+            forced=flags("forced"),
+            drafted=flags("drafted"),
+        )
+
+
+# A generation's per-step lists, in the order Generation declares them.
+PER_STEP = ("token_ids", "probs", "entropies", "top_ids", "top_probs")
+
 
 def collect_generations(steps: list[StepSignals], eos_id: int) -> list[Generation]:
     """Per-row generations from per-step batch signals, each cut after its first end-of-sequence."""
@@ -164,15 +209,4 @@ def _flags(steps: list[StepSignals], name: str) -> list[list[bool]] | None:
 
 def cut(generation: Generation, limit: int) -> Generation:
     """The first `limit` steps of a generation (unfinished if its end-of-sequence came later)."""
-    if len(generation.token_ids) <= limit:
-        return generation
-    return Generation(
-        token_ids=generation.token_ids[:limit],
-        probs=generation.probs[:limit],
-        entropies=generation.entropies[:limit],
-        top_ids=generation.top_ids[:limit],
-        top_probs=generation.top_probs[:limit],
-        finished=False,
-        forced=generation.forced[:limit],
-        drafted=generation.drafted[:limit],
-    )
+    return generation if len(generation.token_ids) <= limit else generation.steps(0, limit)

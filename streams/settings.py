@@ -15,8 +15,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from model.config import EngineSettings
-from model.windows.split import WindowSettings
+from model import EngineSettings, WindowSettings
 from schemas.decode import MAX_DOCUMENT_CHARS
 
 ENV_PREFIX = "SEQSTREAM_"

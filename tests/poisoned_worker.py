@@ -10,12 +10,12 @@ from collections.abc import Sequence
 
 import model.build
 from model.config import EngineSettings
-from model.engine import BatchResult, Engine
-from model.runner.reference import ReferenceEngine
+from model.engine import BatchResult, Engine, Extractor
+from model.runner.reference import ReferenceRunner
 from schemas.messages import Document
 
 
-class PoisonedEngine(ReferenceEngine):
+class PoisonedEngine(Extractor):
     """The real engine, made to raise whenever one particular document is in its batch."""
 
     def extract(self, docs: Sequence[Document]) -> BatchResult:
@@ -27,7 +27,7 @@ class PoisonedEngine(ReferenceEngine):
 def build_poisoned_engine(settings: EngineSettings, windows: object = None) -> Engine:
     from model.runner.loading import load_model
 
-    return PoisonedEngine(load_model(settings), settings)
+    return PoisonedEngine(ReferenceRunner(load_model(settings), settings))
 
 
 if __name__ == "__main__":

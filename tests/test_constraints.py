@@ -15,14 +15,15 @@ from model.answers.parse import parse_extraction
 from model.answers.prompt import encode_prompts
 from model.answers.validate import Extraction
 from model.config import EngineSettings
+from model.engine import Extractor
 from model.grammar.mask import Constrainer
 from model.grammar.source import prepare_source
 from model.grammar.source import reach as typed_reach
 from model.grammar.token_bytes import TokenBytes
 from model.grammar.vocab import VocabIndex
-from model.runner.fast import FastEngine
+from model.runner.fast import FastRunner
 from model.runner.loading import load_model
-from model.runner.reference import ReferenceEngine
+from model.runner.reference import ReferenceRunner
 from ops.corpus import generate_corpus
 from ops.demo.samples import sample_documents
 from ops.train.tiny import build_tiny_bloom
@@ -93,7 +94,7 @@ def answer_problems(extraction: Extraction, doc: Document) -> list[str]:
 @given(text=TEXTS, labels=LABELS)
 def test_constrained_answers_parse_and_copy_the_source(random_model, text: str, labels: tuple[str, ...]) -> None:
     loaded, settings_ = random_model
-    engine = FastEngine(loaded, settings_)
+    engine = Extractor(FastRunner(loaded, settings_))
     doc = document(text, labels)
     [extraction] = engine.extract([doc]).extractions
     assert answer_problems(extraction, doc) == []
@@ -112,20 +113,20 @@ def test_constrained_runs_are_deterministic_and_engines_agree(random_model, text
     """Twice the same batch gives the same tokens; the reference engine's LogitsProcessor agrees."""
     loaded, settings_ = random_model
     docs = [document(t, labels, f"d{i}") for i, t in enumerate(texts)]
-    fast = FastEngine(loaded, settings_)
+    fast = Extractor(FastRunner(loaded, settings_))
 
     def tokens(engine) -> list[list[int]]:
         return [t.generation.token_ids for e in engine.extract(docs).extractions for t in e.traces]
 
     first = tokens(fast)
     assert tokens(fast) == first
-    assert tokens(ReferenceEngine(loaded, settings_)) == first
+    assert tokens(Extractor(ReferenceRunner(loaded, settings_))) == first
 
 
 def test_without_the_constraint_the_same_model_breaks_the_properties(random_model) -> None:
     """The property test could fail: unconstrained, the same models write lines that are no answer."""
     loaded, settings_ = random_model
-    engine = FastEngine(loaded, msgspec.structs.replace(settings_, constrained=False))
+    engine = Extractor(FastRunner(loaded, msgspec.structs.replace(settings_, constrained=False)))
     docs = [document(raw["text"], ("甲方", "乙方", "金额")) for raw, _ in sample_documents(8, seed=4)]
     extractions = engine.extract(docs).extractions
     assert any(answer_problems(e, d) for e, d in zip(extractions, docs, strict=True))
@@ -139,7 +140,7 @@ def test_memorised_model_invents_values_only_without_the_constraint(memorised_mo
     codes = {
         constrained: {
             r.code
-            for e in FastEngine(loaded, msgspec.structs.replace(settings_, constrained=constrained))
+            for e in Extractor(FastRunner(loaded, msgspec.structs.replace(settings_, constrained=constrained)))
             .extract(unseen)
             .extractions
             for r in e.reasons
@@ -181,7 +182,7 @@ def test_values_come_only_from_the_text_the_prompt_holds(random_model) -> None:
     # A document cut at its tail: what the model never saw cannot be copied either.
     loaded, settings_ = random_model
     settings_ = msgspec.structs.replace(settings_, max_input_tokens=48)
-    engine = FastEngine(loaded, settings_)
+    engine = Extractor(FastRunner(loaded, settings_))
     texts = [raw["text"] for raw, _ in sample_documents(8, seed=3)]
     # Each head is followed by other documents' text, so a value copied from the tail would show.
     docs = [document(texts[i] + "".join(texts[4:]) * 2, ("甲方", "乙方", "金额"), f"d{i}") for i in range(4)]

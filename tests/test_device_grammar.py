@@ -130,7 +130,8 @@ def test_the_fast_engine_decodes_the_same_tokens_with_the_device_grammar_and_the
     import msgspec
 
     from model.config import EngineSettings
-    from model.runner.fast import FastEngine
+    from model.engine import Extractor
+    from model.runner.fast import FastRunner
     from model.runner.loading import load_model
     from ops.bench.engine import long_documents
 
@@ -140,15 +141,19 @@ def test_the_fast_engine_decodes_the_same_tokens_with_the_device_grammar_and_the
     loaded = load_model(settings_)
     docs = long_documents(12, seed=0)
     docs = [msgspec.structs.replace(d, field_types={k: v for k, v in TYPES.items() if k in d.labels}) for d in docs]
-    device = FastEngine(loaded, settings_)
-    device.constrainer = DeviceConstrainer(device.constrainer.tokens, device.eos_id, device.device)
-    host = FastEngine(loaded, settings_)
-    host.constrainer = HostConstrainer(host.constrainer.tokens, host.eos_id, host.device)
+    device_runner = FastRunner(loaded, settings_)
+    device_runner.constrainer = DeviceConstrainer(
+        device_runner.constrainer.tokens, device_runner.eos_id, device_runner.device
+    )
+    device = Extractor(device_runner)
+    runner = FastRunner(loaded, settings_)
+    runner.constrainer = HostConstrainer(runner.constrainer.tokens, runner.eos_id, runner.device)
+    host = Extractor(runner)
 
-    def tokens(engine: FastEngine) -> list[list[int]]:
+    def tokens(engine: Extractor) -> list[list[int]]:
         return [t.generation.token_ids for e in engine.extract(docs).extractions for t in e.traces]
 
-    def forced(engine: FastEngine) -> list[list[bool]]:
+    def forced(engine: Extractor) -> list[list[bool]]:
         return [t.generation.forced for e in engine.extract(docs).extractions for t in e.traces]
 
     assert tokens(device) == tokens(host)

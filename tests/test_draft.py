@@ -11,10 +11,11 @@ import torch
 
 from model.answers.prompt import build_prompt
 from model.config import EngineSettings
+from model.engine import Extractor
 from model.grammar.draft import PromptIndex, propose
 from model.grammar.mask import Constrainer
 from model.grammar.token_bytes import TokenBytes
-from model.runner.fast import FastEngine
+from model.runner.fast import FastRunner
 from model.runner.loading import load_model
 from ops.corpus import generate_corpus
 from schemas.messages import Document
@@ -40,13 +41,14 @@ def test_drafts_change_no_output_and_save_forward_passes(memorised) -> None:
     assert len(docs) >= 200
     outputs, passes = {}, {}
     for draft in (False, True):
-        engine = FastEngine(loaded, msgspec.structs.replace(settings, copy_draft="on" if draft else "off"))
-        extractions = []
+        engine = Extractor(FastRunner(loaded, msgspec.structs.replace(settings, copy_draft="on" if draft else "off")))
+        extractions, passes[draft] = [], 0
         for start in range(0, len(docs), 16):
-            extractions += engine.extract(docs[start : start + 16]).extractions
+            result = engine.extract(docs[start : start + 16])
+            extractions += result.extractions
+            passes[draft] += result.passes.forward
         outputs[draft] = [[t.generation.token_ids for t in e.traces] for e in extractions]
         outputs[draft, "fields"] = [e.fields for e in extractions]
-        passes[draft] = engine.forward_passes
         if draft:
             assert any(any(t.generation.drafted) for e in extractions for t in e.traces)
     assert outputs[True] == outputs[False]

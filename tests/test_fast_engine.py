@@ -12,13 +12,15 @@ from transformers.models.bloom.modeling_bloom import build_alibi_tensor
 
 from model.answers.prompt import encode_prompts
 from model.config import EngineSettings
+from model.engine import Extractor
 from model.runner.attention import alibi_slopes, available_backends
-from model.runner.fast import DocPrompts, FastEngine, shared_prefix
+from model.runner.fast import DocPrompts, FastRunner, shared_prefix
 from model.runner.loading import load_model
+from model.runner.protocol import Request
 from ops.demo.samples import sample_documents
 from ops.train.tiny import build_tiny_bloom
 from schemas.decode import decode_document
-from schemas.messages import Document, Timings
+from schemas.messages import Document
 
 NEW_TOKENS = 12
 LOGIT_TOLERANCE = 1e-4
@@ -68,7 +70,7 @@ def transformers_greedy(hf_model, prompts: list[list[int]], pad_id: int):
     return out.sequences[:, width:], torch.stack(out.logits, dim=1)  # [B, T], [B, T, V]
 
 
-def ours_greedy(engine: FastEngine, groups: list[list[DocPrompts]]):
+def ours_greedy(engine: FastRunner, groups: list[list[DocPrompts]]):
     tokens, logits = [], []
     for group in groups:
         seen: list[torch.Tensor] = []
@@ -76,9 +78,8 @@ def ours_greedy(engine: FastEngine, groups: list[list[DocPrompts]]):
         def observe(step_logits: torch.Tensor, seen: list[torch.Tensor] = seen) -> None:
             seen.append(step_logits.clone())
 
-        generations = engine.generate_group(group, Timings(), observe=observe)
+        rows = engine.generate_group(group, observe=observe).generations
         stacked = torch.stack(seen, dim=1)  # [rows, T, V]
-        rows = [g for doc in generations for g in doc]
         tokens += [g.token_ids for g in rows]
         logits += list(stacked[: len(rows)])
     return tokens, logits
@@ -101,7 +102,7 @@ def test_shared_prefix_leaves_every_prompt_a_token() -> None:
 def test_same_greedy_tokens_and_logits_as_transformers(peaky_model, sharing: bool) -> None:
     """CPU default backend (eager); the other backends are held to it below."""
     loaded, settings = peaky_model
-    engine = FastEngine(loaded, settings, prefix_sharing=sharing)
+    engine = FastRunner(loaded, settings, prefix_sharing=sharing)
     docs = many_labels_documents(130, seed=8)
     per_doc = [encode_prompts(loaded.tokenizer, d, 6, 1024).prompts for d in docs]
     assert sum(len(p) for p in per_doc) >= 200
@@ -137,7 +138,7 @@ def test_backends_agree_with_each_other(peaky_model) -> None:
     groups = [[DocPrompts(j, per_doc[j], shared_prefix(per_doc[j])) for j in range(len(docs))]]
     results = {}
     for backend in available_backends(torch.device("cpu")):
-        results[backend] = ours_greedy(FastEngine(loaded, settings, backend=backend), groups)
+        results[backend] = ours_greedy(FastRunner(loaded, settings, backend=backend), groups)
     assert "flex" in results, "this torch has FlexAttention: it must be tested"
     base_tokens, base_logits = results["eager"]
     for backend, (tokens, logits) in results.items():
@@ -148,7 +149,7 @@ def test_backends_agree_with_each_other(peaky_model) -> None:
 def test_output_does_not_depend_on_batch_mates(peaky_model) -> None:
     """Exact on CPU fp32: the same document alone, or among others of any length, in any order."""
     loaded, settings = peaky_model
-    engine = FastEngine(loaded, settings)
+    engine = Extractor(FastRunner(loaded, settings))
     docs = many_labels_documents(24, seed=10)
 
     def encoded(batch: list[Document]) -> dict[str, bytes]:
@@ -170,9 +171,9 @@ def test_compiled_decode_step_matches_eager(peaky_model) -> None:
     docs = many_labels_documents(6, seed=11)
     per_doc = [encode_prompts(loaded.tokenizer, d, 6, 1024).prompts for d in docs]
     groups = [[DocPrompts(j, per_doc[j], shared_prefix(per_doc[j])) for j in range(len(docs))]]
-    compiled_engine = FastEngine(loaded, settings, compile_decode=True)
+    compiled_engine = FastRunner(loaded, settings, compile_decode=True)
     assert compiled_engine.info.attention.endswith("+compiled")
-    plain_tokens, plain_logits = ours_greedy(FastEngine(loaded, settings, compile_decode=False), groups)
+    plain_tokens, plain_logits = ours_greedy(FastRunner(loaded, settings, compile_decode=False), groups)
     tokens, logits = ours_greedy(compiled_engine, groups)
     assert tokens == plain_tokens
     assert max((a - b).abs().max().item() for a, b in zip(logits, plain_logits, strict=True)) <= LOGIT_TOLERANCE
@@ -181,7 +182,7 @@ def test_compiled_decode_step_matches_eager(peaky_model) -> None:
 def test_replicas_share_a_batch_without_changing_any_output(peaky_model) -> None:
     """Two replicas (on the CPU here, one per GPU in production) give the single engine's results."""
     from model.build import build_engine
-    from model.runner.replicas import ReplicaPool
+    from model.replicas import ReplicaPool
 
     loaded, settings = peaky_model
     docs = many_labels_documents(10, seed=12)
@@ -190,7 +191,7 @@ def test_replicas_share_a_batch_without_changing_any_output(peaky_model) -> None
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        single = FastEngine(loaded, settings).extract(docs)
+        single = Extractor(FastRunner(loaded, settings)).extract(docs)
         pool = build_engine(msgspec.structs.replace(settings, device="cpu,cpu"))
         assert isinstance(pool.inner, ReplicaPool) and pool.info.device == "cpu,cpu"  # inside the window layer
         shared = pool.extract(docs)
@@ -198,3 +199,18 @@ def test_replicas_share_a_batch_without_changing_any_output(peaky_model) -> None
         torch.set_num_threads(threads)
     assert [dataclasses.asdict(e) for e in shared.extractions] == [dataclasses.asdict(e) for e in single.extractions]
     assert shared.generated_tokens == single.generated_tokens
+
+
+def test_a_batch_fits_the_cache_with_its_longest_prompt_and_largest_room(engine_settings: EngineSettings) -> None:
+    """Each re-decode fits the cache alone; a long prompt beside another's larger room would not."""
+    runner = FastRunner(load_model(engine_settings), engine_settings)
+    long_prompt, short_prompt = [5] * (runner.max_len - 40), [5] * 10
+    rooms = [30, runner.max_len - 20]
+    assert [[d.index for d in g] for g in runner.plan([[long_prompt], [short_prompt]], rooms)] == [[1], [0]]
+    assert [[d.index for d in g] for g in runner.plan([[long_prompt], [short_prompt]], [30, 30])] == [[1, 0]]
+    requests = [
+        Request(long_prompt, max_new_tokens=rooms[0], doc=0),
+        Request(short_prompt, max_new_tokens=rooms[1], doc=1),
+    ]
+    generated = runner.generate(requests)
+    assert [len(g.token_ids) <= r for g, r in zip(generated.generations, rooms, strict=True)] == [True, True]

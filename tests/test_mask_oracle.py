@@ -18,9 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from model.config import EngineSettings
+from model.engine import Extractor
 from model.grammar.device import DeviceGrammar
 from model.grammar.mask import Constrainer
-from model.runner.fast import FastEngine
+from model.runner.fast import FastRunner
 from model.runner.loading import load_model
 from ops.demo.samples import sample_documents
 from ops.oracle import OracleConstrainer, OracleGrammar
@@ -83,18 +84,18 @@ def checking(tmp_path_factory):
     directory = tmp_path_factory.mktemp("oracle-bloom")
     build_tiny_bloom(directory, texts, seed=5, n_layer=2, hidden_size=64, n_head=4, initializer_range=0.3)
     settings_ = EngineSettings(path=str(directory), max_new_tokens=40, copy_draft="off")
-    engine = FastEngine(load_model(settings_), settings_)
-    engine.constrainer = CheckingConstrainer(engine.constrainer.tokens, engine.eos_id, engine.device)
-    return engine
+    runner = FastRunner(load_model(settings_), settings_)
+    runner.constrainer = CheckingConstrainer(runner.constrainer.tokens, runner.eos_id, runner.device)
+    return Extractor(runner)
 
 
-def explained(difference: tuple[str, list[int], list[int]], engine: FastEngine) -> bool:
+def explained(difference: tuple[str, list[int], list[int]], engine: Extractor) -> bool:
     """Whether the array grammar only refused half characters the oracle accepted (see the docstring)."""
     _, new, old = difference
     extra = set(old) - set(new)
     if not set(new) <= set(old) or not extra:
         return False
-    by_id = engine.constrainer.tokens.by_id
+    by_id = engine.runner.constrainer.tokens.by_id
     return all(_ends_cut(by_id[t] or b"") for t in extra)
 
 
@@ -108,18 +109,18 @@ def _ends_cut(data: bytes) -> bool:
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(texts=st.lists(TEXTS, min_size=1, max_size=4), labels=LABELS, typed=st.booleans())
-def test_the_array_grammar_allows_the_oracles_token_sets(checking: FastEngine, texts, labels, typed) -> None:
+def test_the_array_grammar_allows_the_oracles_token_sets(checking: Extractor, texts, labels, typed) -> None:
     docs = [document(t, labels, f"d{i}") for i, t in enumerate(texts)]
     if typed:
         docs = [msgspec.structs.replace(d, field_types={k: v for k, v in TYPED.items() if k in labels}) for d in docs]
-    checking.constrainer.seen.found.clear()
+    checking.runner.constrainer.seen.found.clear()
     checking.extract(docs)
-    assert checking.constrainer.seen.compared > 0
-    unexplained = [d for d in checking.constrainer.seen.found if not explained(d, checking)]
+    assert checking.runner.constrainer.seen.compared > 0
+    unexplained = [d for d in checking.runner.constrainer.seen.found if not explained(d, checking)]
     assert unexplained == []
 
 
-def test_the_array_grammar_allows_the_oracles_token_sets_on_generated_documents(checking: FastEngine) -> None:
+def test_the_array_grammar_allows_the_oracles_token_sets_on_generated_documents(checking: Extractor) -> None:
     from ops.corpus import generate_corpus
 
     generated = list(generate_corpus(24, seed=31, brief=True))
@@ -127,8 +128,8 @@ def test_the_array_grammar_allows_the_oracles_token_sets_on_generated_documents(
         Document(doc_id=g.doc_id, text=g.text, task="extract", labels=tuple(g.values()), field_types=dict(TYPED))
         for g in generated
     ]
-    checking.constrainer.seen.found.clear()
+    checking.runner.constrainer.seen.found.clear()
     for start in range(0, len(docs), 8):
         checking.extract(docs[start : start + 8])
-    unexplained = [d for d in checking.constrainer.seen.found if not explained(d, checking)]
+    unexplained = [d for d in checking.runner.constrainer.seen.found if not explained(d, checking)]
     assert unexplained == []

@@ -48,7 +48,7 @@ def test_bisect_isolates_the_failing_item() -> None:
 
 def test_batch_with_bad_input_and_a_poisoned_document(reference_engine, engine_settings) -> None:
     settings = settings_for(engine_settings)
-    engine = PoisonedEngine(reference_engine.loaded, engine_settings)
+    engine = PoisonedEngine(reference_engine.inner.runner)
     pipeline = Pipeline(engine, settings)
     good = [msgspec.json.encode(raw) for raw, _ in sample_documents(5, seed=11)]
     poison = msgspec.json.encode({"doc_id": "doc-poison", "text": "某某文本", "labels": ["甲方"]})

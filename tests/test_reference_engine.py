@@ -27,11 +27,11 @@ def test_prompt_is_seqgpts_byte_for_byte() -> None:
 
 def test_generation_is_plain_greedy(reference_engine) -> None:
     """Each generated token is the argmax of a fresh full forward pass over the prompt so far."""
-    model = reference_engine.loaded.model
+    model = reference_engine.inner.runner.loaded.model
     doc = documents(1)[0]
     [prompt, *_] = encode_prompts(reference_engine.tokenizer, doc, 6, 1024).prompts
     # No row constraint: generate() is transformers' own greedy, the oracle.
-    [generation] = reference_engine.generate_batch([Prompt(0, prompt)], reference_engine.extract([doc]).timings)
+    [generation] = reference_engine.inner.runner.generate_batch([Prompt(0, prompt)]).generations
     ids = list(prompt)
     with torch.inference_mode():
         for expected in generation.token_ids:

@@ -12,9 +12,10 @@ from transformers import AutoTokenizer
 from model.answers.retry import RETRIES_PER_VALUE, first_failure, splice_value
 from model.answers.validate import Extraction
 from model.config import EngineSettings
-from model.runner.fast import FastEngine
+from model.engine import Extractor
+from model.runner.fast import FastRunner
 from model.runner.loading import DEMO_MODEL_DIR, load_model
-from model.runner.reference import ReferenceEngine
+from model.runner.reference import ReferenceRunner
 from model.signals import Generation
 from model.values.field_types import FieldType, matches
 from ops.corpus import generate_corpus
@@ -51,7 +52,7 @@ def retried_reasons(extraction: Extraction) -> list[str]:
 
 def test_invented_values_are_re_decoded_and_the_rest_reviewed(memorised) -> None:
     loaded, settings = memorised
-    engine = FastEngine(loaded, msgspec.structs.replace(settings, constrained=False))
+    engine = Extractor(FastRunner(loaded, msgspec.structs.replace(settings, constrained=False)))
     docs = unseen_documents()
     extractions = engine.extract(docs).extractions
     assert sum(e.retries for e in extractions) > 0
@@ -64,13 +65,13 @@ def test_invented_values_are_re_decoded_and_the_rest_reviewed(memorised) -> None
         assert e.retries <= RETRIES_PER_VALUE * len(doc.labels)
     assert [record(e) for e in engine.extract(docs).extractions] == [record(e) for e in extractions]
     # The reference engine runs the same loop on the same generations.
-    reference = ReferenceEngine(loaded, msgspec.structs.replace(settings, constrained=False))
+    reference = Extractor(ReferenceRunner(loaded, msgspec.structs.replace(settings, constrained=False)))
     assert [e.retries for e in reference.extract(docs).extractions] == [e.retries for e in extractions]
 
 
 def test_typed_values_that_fail_their_type_are_retried(memorised) -> None:
     loaded, settings = memorised
-    engine = FastEngine(loaded, settings)
+    engine = Extractor(FastRunner(loaded, settings))
     docs = [
         typed(d, {"电话": "phone"}, text=d.text + " 电话13800138000，备用电话1380013。", labels=(*d.labels[:3], "电话"))
         for d in unseen_documents()
@@ -86,7 +87,7 @@ def test_typed_values_that_fail_their_type_are_retried(memorised) -> None:
 
 def test_margin_is_the_least_certain_steps_gap(memorised) -> None:
     loaded, settings = memorised
-    engine = FastEngine(loaded, settings)
+    engine = Extractor(FastRunner(loaded, settings))
     from tests.conftest import memorised_documents
 
     g = memorised_documents()[0]
@@ -135,7 +136,7 @@ def test_a_local_re_decode_replaces_the_value_only() -> None:
 
 def test_names_that_fail_their_lexicon_are_re_decoded_locally(memorised) -> None:
     loaded, settings = memorised
-    engine = FastEngine(loaded, settings)
+    engine = Extractor(FastRunner(loaded, settings))
     docs = [typed(d, {label: "person" for label in d.labels}) for d in unseen_documents()]
     extractions = engine.extract(docs).extractions
     assert sum(e.retries for e in extractions) > 0
@@ -169,7 +170,8 @@ def test_names_the_demo_model_cuts_are_re_decoded_before_they_go_to_review() -> 
     """The shipped demo model on the free-phrasing corpus: it cuts names (林雨 for 林雨桐); each cut
     it still writes after its re-decodes is kept for the reviewer, its spans counting the retries."""
     docs, _, _ = read_corpus(Path(__file__).resolve().parent.parent / "ops" / "corpus" / "freeform.jsonl")
-    engine = FastEngine(load_model(EngineSettings(path=str(DEMO_MODEL_DIR))), EngineSettings(path=str(DEMO_MODEL_DIR)))
+    settings = EngineSettings(path=str(DEMO_MODEL_DIR))
+    engine = Extractor(FastRunner(load_model(settings), settings))
     extractions = engine.extract(docs).extractions
     cuts = [(e, r) for e in extractions for r in e.reasons if r.code is ReviewCode.VALUE_BOUNDARY]
     assert cuts

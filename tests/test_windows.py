@@ -11,7 +11,7 @@ from model.answers.validate import AlarmedStep, DecodeTrace, Extraction
 from model.config import EngineSettings
 from model.signals import Generation
 from model.windows.engine import schedule
-from model.windows.merge import WindowedExtraction, merge_windows
+from model.windows.merge import merge_windows
 from model.windows.split import SENTENCE_ENDS, Window, split_text
 from schemas.messages import ReviewCode, ReviewReason, Span
 
@@ -172,7 +172,6 @@ def test_reasons_about_a_candidate_the_merge_dropped_go_with_it() -> None:
     repeat = ReviewReason(code=ReviewCode.LOW_CONFIDENCE, detail="confidence 0.5", label="姓名", value="张伟")
     second = Extraction(doc_id="d", fields={"姓名": [span("张伟", 30, 0.5)]}, reasons=[low, repeat])
     merged = merge_windows("d", ("姓名",), windows, [first, second], {"姓名"}, MERGE_SETTINGS, _no_decode)
-    assert isinstance(merged, WindowedExtraction)
     assert [(s.text, s.start) for s in merged.fields["姓名"]] == [("张伟", 0)]  # a repeated mention is one value
     assert [r.code for r in merged.reasons] == [ReviewCode.INCOMPLETE_OUTPUT]
     assert "window 1 of 2" in merged.reasons[0].detail

@@ -20,6 +20,7 @@ from model.answers.parse import read_extraction
 from model.answers.validate import Decode, cut_off, detokenize, piece_steps, step_margin, value_problem
 from model.grammar.mask import RowGrammar
 from model.grammar.token_bytes import VALUE_BREAKS
+from model.runner.protocol import Request
 from model.signals import Generation
 from schemas.messages import Document
 
@@ -29,17 +30,8 @@ LOCAL_TYPES = frozenset({"person", "organisation"})
 LOCAL_VALUE_TOKENS = 32
 
 
-@dataclass
-class Continuation:
-    """Greedy decoding of `prompt` + `prefix` onwards, `row`'s grammar fed `prefix` first."""
-
-    prompt: list[int]
-    prefix: list[int]
-    row: RowGrammar | None
-    max_new_tokens: int
-
-
-ContinueGreedy = Callable[[list[Continuation]], list[Generation]]
+# The runner's generations for re-decode requests, in their order.
+Redecode = Callable[[list[Request]], list[Generation]]
 # A fresh grammar state for (document, chunk), or None where decoding is not constrained.
 RowFor = Callable[[int, int], RowGrammar | None]
 
@@ -90,21 +82,7 @@ def alternatives(generation: Generation, step: int) -> list[int]:
 
 def splice(base: Generation, step: int, token: int, rest: Generation) -> Generation:
     """`base` up to `step`, `token` chosen at `step` (with that step's signals), then `rest`."""
-    prob = dict(zip(base.top_ids[step], base.top_probs[step], strict=True))[token]
-
-    def flags(kept: list[bool], new: list[bool]) -> list[bool]:
-        return [*kept[:step], False, *new] if kept else []
-
-    return Generation(
-        token_ids=[*base.token_ids[:step], token, *rest.token_ids],
-        probs=[*base.probs[:step], prob, *rest.probs],
-        entropies=[*base.entropies[: step + 1], *rest.entropies],
-        top_ids=[*base.top_ids[: step + 1], *rest.top_ids],
-        top_probs=[*base.top_probs[: step + 1], *rest.top_probs],
-        finished=rest.finished,
-        forced=flags(base.forced, rest.forced),
-        drafted=flags(base.drafted, rest.drafted),
-    )
+    return base.steps(0, step) + base.choosing(step, token) + rest
 
 
 def splice_value(base: Generation, step: int, end: int, token: int, rest: Generation, decode: Decode):
@@ -117,21 +95,8 @@ def splice_value(base: Generation, step: int, end: int, token: int, rest: Genera
         stop = len(local) - 1  # the end-of-sequence token
     if stop is None:
         return None
-    whole, keep = splice(base, step, token, rest), step + stop
-
-    def joined(new: list, old: list) -> list:
-        return [*new[:keep], *old[end:]] if old else []
-
-    return Generation(
-        token_ids=joined(whole.token_ids, base.token_ids),
-        probs=joined(whole.probs, base.probs),
-        entropies=joined(whole.entropies, base.entropies),
-        top_ids=joined(whole.top_ids, base.top_ids),
-        top_probs=joined(whole.top_probs, base.top_probs),
-        finished=base.finished,
-        forced=joined(whole.forced, base.forced),
-        drafted=joined(whole.drafted, base.drafted),
-    )
+    # The new value up to its end, then `base` from where its old value ended (and as it ended).
+    return splice(base, step, token, rest).steps(0, step + stop) + base.steps(end)
 
 
 def revisit(
@@ -141,7 +106,7 @@ def revisit(
     generations: list[list[Generation]],
     decode: Decode,
     row_for: RowFor,
-    continue_greedy: ContinueGreedy,
+    redecode: Redecode,
     max_new_tokens: int,
 ) -> list[list[dict[str, int]]]:
     """Re-decode failing values in place in `generations`; returns the retries per doc, chunk and label."""
@@ -162,12 +127,12 @@ def revisit(
             # Unconstrained, a token may run from the value into what follows: no local cut there.
             local = row is not None and docs[r.doc].field_types.get(r.label) in LOCAL_TYPES
             room = max_new_tokens - len(prefix)
-            requests.append(
-                Continuation(prompts[r.doc][r.chunk], prefix, row, min(room, LOCAL_VALUE_TOKENS) if local else room)
-            )
+            limit = min(room, LOCAL_VALUE_TOKENS) if local else room
+            # Each its own document: a re-decode shares no cached prefix with another.
+            requests.append(Request(prompts[r.doc][r.chunk], row, prefix, limit, doc=len(requests)))
             tried.append((r, token, local))
         still_open = []
-        for (r, token, local), rest in zip(tried, continue_greedy(requests), strict=True):
+        for (r, token, local), rest in zip(tried, redecode(requests), strict=True):
             state = states[r.doc][r.chunk]
             if local:
                 candidate = splice_value(r.base, r.step, r.end, token, rest, decode)

@@ -19,7 +19,7 @@ from model.grammar.token_bytes import TokenBytes
 from model.signals import Generation
 from model.values.normalize import Mismatch, normal_form
 from schemas.field_sets import FieldType
-from schemas.messages import Document, EntropyAlarm, ReviewCode, ReviewReason, Span, TokenChoice
+from schemas.messages import Document, EntropyAlarm, ReviewCode, ReviewReason, Span, TextWindow, TokenChoice
 
 MAX_ALARMS_PER_DOCUMENT = 8
 # Problems whose value stays a field, for the reviewer to see beside the reason (it is in the source).
@@ -65,6 +65,13 @@ class Extraction:
     # Re-decodes the validation loop spent on failing values (model/answers/retry.py).
     retries: int = 0
     traces: list[DecodeTrace] = field(default_factory=list)
+    # The parts of the document the model read (one: the whole text; a long one's windows,
+    # model/windows/), and per trace the index of the window it read.
+    windows: list[TextWindow] = field(default_factory=list)
+    trace_windows: list[int] = field(default_factory=list)
+    # Labels that hold one value: the candidates the most confident one beat, at their offsets
+    # (a merge of windows decides between them).
+    alternatives: dict[str, list[Span]] = field(default_factory=dict)
 
     @property
     def needs_review(self) -> bool:
@@ -81,7 +88,11 @@ def interpret(
     retries: Sequence[Mapping[str, int]] = (),
 ) -> Extraction:
     """`retries`, per chunk, the re-decodes the validation loop spent per label (model/answers/retry.py)."""
-    result = Extraction(doc_id=doc.doc_id, retries=sum(n for chunk in retries for n in chunk.values()))
+    result = Extraction(
+        doc_id=doc.doc_id,
+        retries=sum(n for chunk in retries for n in chunk.values()),
+        windows=[TextWindow(start=0, end=len(doc.text))],
+    )
     if truncated:
         result.reasons.append(
             ReviewReason(
@@ -93,6 +104,7 @@ def interpret(
         # Slices of text already decoded: the audit trail costs nothing here when it is off.
         token_texts = [output[start:end] for start, end in zip([0, *token_ends], token_ends, strict=False)]
         result.traces.append(DecodeTrace(tuple(labels), generation, token_texts))
+        result.trace_windows.append(0)
         if doc.task == "classify":
             answer = parse_classification(output, labels)
         else:

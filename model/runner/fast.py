@@ -1,12 +1,12 @@
-"""The fast engine: our BLOOM runner, static KV caches per (batch, length) bucket, a compiled
+"""The fast runner: our BLOOM modules, static KV caches per (batch, length) bucket, a compiled
 decode step, and each document's shared prompt prefix computed once for all its label chunks.
 
-It returns the same `Generation`s as the reference engine (tests hold it to that, token for token)
-and hands them to the same validation.
+It returns the same `Generation`s as the reference runner (tests hold it to that, token for token).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -14,16 +14,17 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from model.answers.retry import Continuation
-from model.config import EngineSettings
-from model.engine import ExtractionFlow, Prepared, decode_settings, ms_since
+from model.clock import ms_since
+from model.config import EngineSettings, decode_settings
 from model.grammar.mask import RowGrammar
 from model.runner.attention import make_attention, pick_backend
 from model.runner.bloom import MIN_GEMM_ROWS, Bloom
 from model.runner.generate import Decoding, decode_n_tokens, decode_with_drafts, make_decode_one_token, prefill
 from model.runner.loading import LoadedModel
+from model.runner.protocol import Generated, Passes, Request, new_constrainer
+from model.runner.quantize import check_quantize, quantize_linears
 from model.signals import Generation, collect_generations, cut, signal_tensors
-from schemas.messages import ModelInfo, Timings
+from schemas.messages import ModelInfo
 
 LENGTH_BUCKET = 64
 # A shared prefix shorter than this is not worth a separate prefill and a cache copy.
@@ -60,7 +61,7 @@ def batch_bucket(n: int) -> int:
     return 1 << (n - 1).bit_length()
 
 
-class FastEngine(ExtractionFlow):
+class FastRunner:
     def __init__(
         self,
         loaded: LoadedModel,
@@ -70,9 +71,14 @@ class FastEngine(ExtractionFlow):
         compile_decode: bool | None = None,
         prefix_sharing: bool | None = None,
     ) -> None:
-        super().__init__(loaded.tokenizer, settings, loaded.device)
+        self.tokenizer = loaded.tokenizer
+        self.settings = settings
+        self.eos_id = int(loaded.tokenizer.eos_token_id)
+        self.pad_id = int(loaded.tokenizer.pad_token_id)
         self.device = loaded.device
-        self.model = Bloom.from_transformers(loaded.model)
+        self.constrainer = new_constrainer(loaded.tokenizer, loaded.device)
+        check_quantize(settings.quantize, self.device)
+        self.model = quantize_linears(Bloom.from_transformers(loaded.model), settings.quantize, self.device)
         self.backend = pick_backend(self.device, backend or settings.attention)
         self.attend = make_attention(self.backend)
         self.prefix_sharing = settings.prefix_sharing if prefix_sharing is None else prefix_sharing
@@ -86,96 +92,87 @@ class FastEngine(ExtractionFlow):
             # One graph per (batch, length) bucket; CUDA graphs remove the per-step launch overhead.
             torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
             mode = "reduce-overhead" if self.device.type == "cuda" else None
-            step = torch.compile(step, mode=mode, fullgraph=True)
+            # bitsandbytes' layers may break a graph (their outlier handling in int8): compiled in parts.
+            step = torch.compile(step, mode=mode, fullgraph=settings.quantize == "none")
             # Mask and signals in a few fused kernels; the rows vary (a draft's verification masks
             # only the rows still verifying), so one graph for any number of them.
             self.signals = torch.compile(signal_tensors, dynamic=True)
         self.decode_step = step
-        # Batches through the model (prefills and decode steps), a running count for benchmarks.
-        self.forward_passes = 0
-        # Decode passes alone (steps, or draft verifications), without prefills.
-        self.decode_passes = 0
-        # Answers decoded, and the decode passes each took part in: with drafts a row's passes drop
-        # even where the batch's do not (a batch runs as long as its slowest row).
-        self.answers = 0
-        self.answer_passes = 0
         # Per pool ("rows" for prompts, "prefix" for shared prefixes): full-length buffers per batch
         # bucket, and the (batch, length) views handed to the model.
         self._buffers: dict[tuple[str, int], nn.ModuleList] = {}
         self._views: dict[tuple[str, int, int], nn.ModuleList] = {}
         self.max_len = bucket(settings.max_input_tokens + settings.max_new_tokens + 1, LENGTH_BUCKET)
+        weights = str(loaded.dtype).removeprefix("torch.")
+        # Quantized blocks say so in every record: theirs are not the unquantized model's records.
+        weights += "" if settings.quantize == "none" else f"+{settings.quantize}"
         self.info = ModelInfo(
             name=loaded.name,
             engine="fast",
             attention=self.backend + ("+compiled" if self.compiled else ""),
-            dtype=str(loaded.dtype).removeprefix("torch."),
+            dtype=weights,
             device=str(self.device),
             demo=loaded.demo,
             decode=decode_settings(settings),
         )
 
-    def generate(self, prepared: list[Prepared], timings: Timings) -> list[list[Generation]]:
-        generations: list[list[Generation]] = [[] for _ in prepared]
-        for group in self.plan([p.encoded.prompts for p in prepared]):
+    def generate(self, requests: Sequence[Request]) -> Generated:
+        """Greedy generations, in the requests' order: the requests of a document together, documents
+        of similar length in one batch (`plan`), each generation cut to its request's limit."""
+        limits = [self.settings.max_new_tokens if r.max_new_tokens is None else r.max_new_tokens for r in requests]
+        per_doc: dict[int, list[int]] = {}
+        for i, request in enumerate(requests):
+            per_doc.setdefault(request.doc, []).append(i)
+        docs = list(per_doc.values())
+        out: list[Generation] = [Generation()] * len(requests)
+        spent = Generated()
+        prompts = [[requests[i].prompt + requests[i].prefix for i in doc] for doc in docs]
+        for group in self.plan(prompts, [max(limits[i] for i in doc) for doc in docs]):
             for doc_prompts in group:
-                doc_prompts.constraints = prepared[doc_prompts.index].grammars or []
-            for doc, doc_generations in zip(group, self.generate_group(group, timings), strict=True):
-                generations[doc.index] = doc_generations
-        return generations
+                mine = [requests[i] for i in docs[doc_prompts.index]]
+                doc_prompts.constraints = [r.grammar for r in mine] if any(r.grammar for r in mine) else []
+                doc_prompts.fed = [r.prefix for r in mine]
+            limit = max(1, *(limits[i] for d in group for i in docs[d.index]))
+            generated = self.generate_group(group, max_new_tokens=limit)
+            rows = iter(generated.generations)
+            for doc_prompts in group:
+                for i in docs[doc_prompts.index]:
+                    out[i] = cut(next(rows), limits[i])
+            spent += dataclasses.replace(generated, generations=[])
+        spent.generations = out
+        return spent
 
-    def continue_greedy(self, requests: list[Continuation], timings: Timings) -> list[Generation]:
-        """Greedy continuations of prompts extended by kept tokens (the validation loop's re-decodes)."""
-        out: list[Generation] = []
-        for batch in self._fitting_batches(requests):
-            group = [
-                DocPrompts(i, [r.prompt + r.prefix], 0, [r.row] if r.row is not None else [], [r.prefix])
-                for i, r in enumerate(batch)
-            ]
-            limit = max(1, *(r.max_new_tokens for r in batch))
-            for r, [generation] in zip(batch, self.generate_group(group, timings, max_new_tokens=limit), strict=True):
-                out.append(cut(generation, r.max_new_tokens))
-        return out
-
-    def _fitting_batches(self, requests: list[Continuation]) -> list[list[Continuation]]:
-        """The requests in order, at most `prompts_per_forward` per batch, and a batch's longest row
-        plus its largest room within the cache: each request fits alone, but a long row beside
-        another's larger room (a shorter prefix) would not."""
-        batches: list[list[Continuation]] = []
-        longest = room = 0
-        for r in requests:
-            length = len(r.prompt) + len(r.prefix)
-            need = bucket(max(longest, length) + max(room, r.max_new_tokens) + 1, LENGTH_BUCKET)
-            if not batches or len(batches[-1]) == self.settings.prompts_per_forward or need > self.max_len:
-                batches.append([])
-                longest = room = 0
-            batches[-1].append(r)
-            longest, room = max(longest, length), max(room, r.max_new_tokens)
-        return batches
-
-    def plan(self, prompts_per_doc: list[list[list[int]]]) -> list[list[DocPrompts]]:
+    def plan(self, prompts_per_doc: list[list[list[int]]], rooms: list[int] | None = None) -> list[list[DocPrompts]]:
         """Documents of similar length together (less padding), at most `prompts_per_forward` prompts
-        per group unless one document alone has more; a document's prompts stay in one group."""
+        per group unless one document alone has more; a document's prompts stay in one group. A
+        group's longest prompt plus its largest room (`rooms`: new tokens per document, the settings'
+        limit by default) fits the cache: each document fits alone, but a long prompt beside another
+        document's larger room (a re-decode's shorter prefix) would not."""
+        rooms = rooms or [self.settings.max_new_tokens] * len(prompts_per_doc)
         order = sorted(range(len(prompts_per_doc)), key=lambda i: max(len(p) for p in prompts_per_doc[i]))
         groups: list[list[DocPrompts]] = []
-        rows = 0
+        rows = longest = room = 0
         for i in order:
             prompts = prompts_per_doc[i]
-            if not groups or rows + len(prompts) > self.settings.prompts_per_forward:
+            length = max(len(p) for p in prompts)
+            need = bucket(max(longest, length) + max(room, rooms[i]) + 1, LENGTH_BUCKET)
+            if not groups or rows + len(prompts) > self.settings.prompts_per_forward or need > self.max_len:
                 groups.append([])
-                rows = 0
+                rows = longest = room = 0
             shared = shared_prefix(prompts) if self.prefix_sharing else 0
             groups[-1].append(DocPrompts(i, prompts, shared))
             rows += len(prompts)
+            longest, room = max(longest, length), max(room, rooms[i])
         return groups
 
     @torch.inference_mode()
     def generate_group(
         self,
         group: list[DocPrompts],
-        timings: Timings,
         observe: Callable[[torch.Tensor], None] | None = None,
         max_new_tokens: int | None = None,
-    ) -> list[list[Generation]]:
+    ) -> Generated:
+        """Every prompt of the group's documents, in the group's order (document by document)."""
         max_new_tokens = max_new_tokens or self.settings.max_new_tokens
         started = time.perf_counter()
         # Documents without a shared prefix first: their full prompts and the others' short
@@ -195,7 +192,7 @@ class FastEngine(ExtractionFlow):
         self.model.caches = caches
         self._sync()
         decode_started = time.perf_counter()
-        timings.prefill_ms += (decode_started - started) * 1000
+        prefill_ms = (decode_started - started) * 1000
 
         if observe is not None:
             observe = self._in_group_order(observe, group, order)
@@ -206,6 +203,7 @@ class FastEngine(ExtractionFlow):
         constrained = any(d.constraints for d in docs)
         drafts = self.drafts and observe is None
         grammar_started = time.perf_counter()
+        prefills = len(logits) - 1 + (1 if any(d.shared for d in docs) else 0)
         decoding = Decoding(
             self.model,
             self.attend,
@@ -220,8 +218,7 @@ class FastEngine(ExtractionFlow):
             if constrained and not drafts
             else None,
         )
-        timings.constrain_ms += ms_since(grammar_started)
-        self.forward_passes += len(logits) - 1 + (1 if any(d.shared for d in docs) else 0)
+        grammar_ms = ms_since(grammar_started)
         if drafts:
             steps, passes, row_passes = decode_with_drafts(
                 decoding, torch.cat(logits), ends, padding, [p for _, p in rows], self.settings.draft_tokens
@@ -229,20 +226,23 @@ class FastEngine(ExtractionFlow):
         else:
             decoded = decode_n_tokens(decoding, torch.cat(logits), ends, padding, observe)
             steps, passes, row_passes = decoded.steps, decoded.passes, None
-        self.forward_passes += passes
-        self.decode_passes += passes
         flat = collect_generations(steps, self.eos_id)[: len(rows)]
-        self.answers += len(flat)
-        self.answer_passes += sum(row_passes[: len(rows)]) if row_passes else sum(len(g.token_ids) - 1 for g in flat)
-        timings.decode_ms += ms_since(decode_started)
+        answer_passes = sum(row_passes[: len(rows)]) if row_passes else sum(len(g.token_ids) - 1 for g in flat)
+        decode_ms = ms_since(decode_started)
         if decoding.constraint is not None:
-            timings.constrain_ms += decoding.constraint.seconds * 1000
-        out: list[list[Generation]] = [[] for _ in group]
+            grammar_ms += decoding.constraint.seconds * 1000
+        by_doc: list[list[Generation]] = [[] for _ in group]
         cursor = 0
         for i, doc in zip(order, docs, strict=True):
-            out[i] = flat[cursor : cursor + len(doc.prompts)]
+            by_doc[i] = flat[cursor : cursor + len(doc.prompts)]
             cursor += len(doc.prompts)
-        return out
+        return Generated(
+            [g for doc_generations in by_doc for g in doc_generations],
+            prefill_ms,
+            decode_ms,
+            grammar_ms,
+            Passes(prefills + passes, passes, len(flat), answer_passes),
+        )
 
     def _in_group_order(self, observe, group: list[DocPrompts], order: list[int]):
         """`observe`, fed the batch's logits rows in the group's order of prompts (the batch's own

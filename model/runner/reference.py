@@ -1,4 +1,4 @@
-"""The reference engine: transformers' own `generate()`, greedy, in left-padded batches.
+"""The reference runner: transformers' own `generate()`, greedy, in left-padded batches.
 
 Simple on purpose: it is the correctness oracle for faster engines and the baseline of benchmarks.
 """
@@ -6,19 +6,21 @@ Simple on purpose: it is the correctness oracle for faster engines and the basel
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
 from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
 
-from model.answers.retry import Continuation
-from model.config import EngineSettings
-from model.engine import ExtractionFlow, Prepared, decode_settings
+from model.config import EngineSettings, decode_settings
 from model.grammar.mask import GrammarBatch, RowGrammar
 from model.runner.loading import LoadedModel
+from model.runner.protocol import Generated, Passes, Request, new_constrainer
+from model.runner.quantize import QuantizeError
 from model.signals import Generation, StepSignals, collect_generations, cut, step_signals
-from schemas.messages import ModelInfo, Timings
+from schemas.messages import ModelInfo
 
 
 @dataclass
@@ -55,10 +57,19 @@ class _GreedySignals(LogitsProcessor):
         return scores.masked_fill(~legal, float("-inf"))
 
 
-class ReferenceEngine(ExtractionFlow):
+class ReferenceRunner:
     def __init__(self, loaded: LoadedModel, settings: EngineSettings) -> None:
-        super().__init__(loaded.tokenizer, settings, loaded.device)
+        if settings.quantize != "none":
+            raise QuantizeError(
+                f'quantize = "{settings.quantize}" is the fast engine\'s; the reference engine decodes '
+                "with transformers' weights as loaded"
+            )
         self.loaded = loaded
+        self.tokenizer = loaded.tokenizer
+        self.settings = settings
+        self.eos_id = int(loaded.tokenizer.eos_token_id)
+        self.pad_id = int(loaded.tokenizer.pad_token_id)
+        self.constrainer = new_constrainer(loaded.tokenizer, loaded.device)
         self.info = ModelInfo(
             name=loaded.name,
             engine="reference",
@@ -76,44 +87,30 @@ class ReferenceEngine(ExtractionFlow):
             pad_token_id=self.pad_id,
         )
 
-    def generate(self, prepared: list[Prepared], timings: Timings) -> list[list[Generation]]:
-        prompts = [
-            Prompt(d, ids, row)
-            for d, p in enumerate(prepared)
-            for ids, row in zip(p.encoded.prompts, p.grammars or [None] * len(p.encoded.prompts), strict=True)
-        ]
-        per_doc: list[list[Generation]] = [[] for _ in prepared]
-        for prompt, generation in zip(prompts, self.generate_all(prompts, timings), strict=True):
-            per_doc[prompt.doc_index].append(generation)
-        return per_doc
-
-    def continue_greedy(self, requests: list[Continuation], timings: Timings) -> list[Generation]:
-        """Greedy continuations of prompts extended by kept tokens (the validation loop's re-decodes)."""
-        out: list[Generation] = []
+    def generate(self, requests: Sequence[Request]) -> Generated:
+        """Greedy generations in the requests' order; requests of similar length share a forward
+        pass, and each generation is cut to its request's limit."""
+        limits = [self.settings.max_new_tokens if r.max_new_tokens is None else r.max_new_tokens for r in requests]
+        order = sorted(range(len(requests)), key=lambda i: len(requests[i].prompt) + len(requests[i].prefix))
+        out: list[Generation] = [Generation()] * len(requests)
+        spent = Generated()
         step = self.settings.prompts_per_forward
-        for start in range(0, len(requests), step):
-            batch = requests[start : start + step]
-            limit = max(1, *(r.max_new_tokens for r in batch))
-            prompts = [Prompt(i, r.prompt + r.prefix, r.row, r.prefix) for i, r in enumerate(batch)]
-            for r, generation in zip(batch, self.generate_batch(prompts, timings, max_new_tokens=limit), strict=True):
-                out.append(cut(generation, r.max_new_tokens))
-        return out
-
-    def generate_all(self, prompts: list[Prompt], timings: Timings) -> list[Generation]:
-        """Greedy generations in prompt order; prompts of similar length share a forward pass."""
-        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i].token_ids))
-        results: list[Generation | None] = [None] * len(prompts)
-        step = self.settings.prompts_per_forward
-        for group_start in range(0, len(order), step):
-            group = order[group_start : group_start + step]
-            for index, generation in zip(group, self.generate_batch([prompts[i] for i in group], timings), strict=True):
-                results[index] = generation
-        return [g for g in results if g is not None]
+        for start in range(0, len(order), step):
+            group = order[start : start + step]
+            prompts = [
+                Prompt(i, requests[i].prompt + requests[i].prefix, requests[i].grammar, requests[i].prefix)
+                for i in group
+            ]
+            generated = self.generate_batch(prompts, max(1, *(limits[i] for i in group)))
+            for i, generation in zip(group, generated.generations, strict=True):
+                out[i] = cut(generation, limits[i])
+            spent += dataclasses.replace(generated, generations=[])
+        spent.generations = out
+        return spent
 
     @torch.inference_mode()
-    def generate_batch(
-        self, prompts: list[Prompt], timings: Timings, max_new_tokens: int | None = None
-    ) -> list[Generation]:
+    def generate_batch(self, prompts: list[Prompt], max_new_tokens: int | None = None) -> Generated:
+        """One call of transformers' generate() over `prompts`, left-padded."""
         batch = [p.token_ids for p in prompts]
         width = max(len(ids) for ids in batch)
         input_ids = torch.tensor([[self.pad_id] * (width - len(ids)) + ids for ids in batch])
@@ -131,11 +128,20 @@ class ReferenceEngine(ExtractionFlow):
         )
         finished = time.perf_counter()
         first_step = recorder.first_step_at or finished
-        timings.prefill_ms += (first_step - started) * 1000
-        timings.decode_ms += (finished - first_step) * 1000
-        if constraint is not None:
-            timings.constrain_ms += constraint.seconds * 1000
-        return collect_generations(recorder.steps, self.eos_id)
+        generations = collect_generations(recorder.steps, self.eos_id)
+        return Generated(
+            generations,
+            prefill_ms=(first_step - started) * 1000,
+            decode_ms=(finished - first_step) * 1000,
+            constrain_ms=constraint.seconds * 1000 if constraint is not None else 0.0,
+            # generate() runs one prefill and a pass per step but the last.
+            passes=Passes(
+                len(recorder.steps),
+                max(len(recorder.steps) - 1, 0),
+                len(generations),
+                sum(len(g.token_ids) - 1 for g in generations),
+            ),
+        )
 
     def _config(self, max_new_tokens: int | None) -> GenerationConfig:
         if max_new_tokens is None or max_new_tokens == self.generation_config.max_new_tokens:

@@ -18,8 +18,10 @@ from transformers import PreTrainedTokenizerBase
 from model.answers.checks import document_reasons
 from model.answers.prompt import BOUNDARY_SLACK, fits, prompt_chunks, prompt_overhead, token_ends
 from model.answers.validate import Extraction
+from model.clock import ms_since, sum_timings
 from model.config import EngineSettings
-from model.engine import BatchResult, Engine, ms_since, sum_timings
+from model.engine import BatchResult, Engine
+from model.runner.protocol import Passes
 from model.windows.merge import merge_windows
 from model.windows.split import Window, WindowSettings, split_text
 from schemas.field_sets import SINGLE_VALUE_LABELS
@@ -81,12 +83,14 @@ class WindowedEngine:
         parts: dict[tuple[int, int], Extraction] = {}
         timings: list[Timings] = []
         generated = 0
+        passes = Passes()
         for call in schedule([len(p) for p in plans], self.window_settings.windows_per_batch):
             window_docs = [_window_document(docs[d], plans[d], w) for d, w in call]
             result = self.inner.extract(window_docs)
             parts.update(zip(call, result.extractions, strict=True))
             timings.append(result.timings)
             generated += result.generated_tokens
+            passes += result.passes
         started = time.perf_counter()
         extractions = [
             parts[d, 0] if len(plan) == 1 else self._merge(doc, plan, [parts[d, w] for w in range(len(plan))])
@@ -95,7 +99,7 @@ class WindowedEngine:
         total = sum_timings(timings)
         total.tokenize_ms += split_ms
         total.postprocess_ms += ms_since(started)
-        return BatchResult(extractions=extractions, timings=total, generated_tokens=generated)
+        return BatchResult(extractions=extractions, timings=total, generated_tokens=generated, passes=passes)
 
     def _merge(self, doc: Document, windows: list[Window], parts: list[Extraction]) -> Extraction:
         single = SINGLE_VALUE_LABELS.get(doc.field_set, frozenset()) if doc.field_set else frozenset()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import msgspec
 
@@ -12,23 +12,10 @@ from model.answers.checks import DOCUMENT_CODES
 from model.answers.validate import AlarmedStep, Decode, Extraction, raise_alarms
 from model.config import EngineSettings
 from model.windows.split import Window
-from schemas.messages import ReviewCode, Span
+from schemas.messages import ReviewCode, Span, TextWindow
 
 # Reasons about one value: they stand only while that value is still a field after merging.
 VALUE_REASONS = frozenset({ReviewCode.LOW_CONFIDENCE, ReviewCode.TYPE_MISMATCH, ReviewCode.VALUE_BOUNDARY})
-
-
-@dataclass
-class WindowedExtraction(Extraction):
-    """A document read in several windows: the merged `Extraction`, and what the merge decided.
-
-    `traces` holds every window's prompts in window order; `trace_windows` says whose each is.
-    """
-
-    windows: list[Window] = field(default_factory=list)
-    # Labels that hold one value: the candidates the most confident one beat, at their offsets.
-    alternatives: dict[str, list[Span]] = field(default_factory=dict)
-    trace_windows: list[int] = field(default_factory=list)
 
 
 def merge_windows(
@@ -39,7 +26,7 @@ def merge_windows(
     single_value: Collection[str],
     settings: EngineSettings,
     decode: Decode,
-) -> WindowedExtraction:
+) -> Extraction:
     """One extraction from the windows' own (`parts[i]` read `windows[i]`, offsets within it).
 
     Per label, the rule (documented in the README):
@@ -58,7 +45,7 @@ def merge_windows(
     Entropy alarms follow what is kept (`_alarm_kept`): `decode` spells the alarms that remain.
     """
     confidence_threshold = settings.confidence_threshold
-    merged = WindowedExtraction(doc_id=doc_id, windows=list(windows))
+    merged = Extraction(doc_id=doc_id, windows=[TextWindow(start=w.start, end=w.end) for w in windows])
     candidates: dict[str, list[_Candidate]] = {}
     for index, (window, part) in enumerate(zip(windows, parts, strict=True)):
         for label, spans in part.fields.items():
@@ -111,7 +98,7 @@ def _resolve(candidates: Sequence[_Candidate]) -> list[_Candidate]:
     return list(earliest.values())
 
 
-def _merge_the_rest(merged: WindowedExtraction, parts: Sequence[Extraction], count: int) -> None:
+def _merge_the_rest(merged: Extraction, parts: Sequence[Extraction], count: int) -> None:
     """Classes, reasons, alarmed steps, retries and traces of all windows, numbered across the document."""
     # A value's reason stands only where that window's span of it is the one kept (not a repeat elsewhere).
     kept_values = {(label, s.text, s.window) for label, spans in merged.fields.items() for s in spans}
@@ -140,7 +127,7 @@ def _merge_the_rest(merged: WindowedExtraction, parts: Sequence[Extraction], cou
         prompt += len(part.traces)
 
 
-def _alarm_kept(step: AlarmedStep, merged: WindowedExtraction) -> bool:
+def _alarm_kept(step: AlarmedStep, merged: Extraction) -> bool:
     """Whether a window's alarmed step decided what the document's record keeps.
 
     A value's steps count when the record keeps that value for its label (a field, not an

@@ -17,8 +17,10 @@ import msgspec
 import torch
 
 from model.config import EngineSettings
-from model.runner.fast import FastEngine
+from model.engine import Extractor
+from model.runner.fast import FastRunner
 from model.runner.loading import load_model
+from model.runner.protocol import Passes
 from ops.corpus import generate_corpus
 from ops.train.demo_model import DEMO_DIR, EVAL_SEED
 from schemas.messages import Document
@@ -53,22 +55,23 @@ def main() -> None:
     )
     outputs, per_answer, per_doc = {}, {}, {}
     for draft in (False, True):
-        engine = FastEngine(loaded, msgspec.structs.replace(settings, copy_draft="on" if draft else "off"))
+        engine = Extractor(FastRunner(loaded, msgspec.structs.replace(settings, copy_draft="on" if draft else "off")))
         engine.extract(docs[:2])
-        engine.forward_passes = engine.answer_passes = engine.answers = 0
+        passes = Passes()
         started = time.perf_counter()
         tokens, decode_ms, outputs[draft] = 0, 0.0, []
         for start in range(0, len(docs), args.batch):
             result = engine.extract(docs[start : start + args.batch])
             tokens += result.generated_tokens
             decode_ms += result.timings.decode_ms
+            passes += result.passes
             outputs[draft] += [[t.generation.token_ids for t in e.traces] for e in result.extractions]
         seconds = time.perf_counter() - started
-        per_doc[draft] = engine.forward_passes / len(docs)
-        per_answer[draft] = engine.answer_passes / engine.answers
+        per_doc[draft] = passes.forward / len(docs)
+        per_answer[draft] = passes.answer_passes / passes.answers
         print(
             f"| {'on' if draft else 'off'} | {len(docs) / seconds:.2f} | {per_doc[draft]:.1f} "
-            f"| {per_answer[draft]:.1f} | {tokens / engine.answers:.1f} | {decode_ms / 1000:.2f} |"
+            f"| {per_answer[draft]:.1f} | {tokens / passes.answers:.1f} | {decode_ms / 1000:.2f} |"
         )
     same = sum(a == b for a, b in zip(outputs[False], outputs[True], strict=True))
     print(f"\nidentical token outputs (drafts on / off): {same}/{len(docs)} documents")

@@ -30,12 +30,14 @@ import torch
 
 from model.answers.prompt import encode_prompts
 from model.answers.validate import Extraction
+from model.clock import ms_since, sum_timings
 from model.config import EngineSettings
-from model.engine import ms_since, sum_timings
+from model.engine import Extractor, prepare
 from model.grammar.mask import Constrainer
-from model.runner.fast import LENGTH_BUCKET, FastEngine, bucket
+from model.runner.fast import LENGTH_BUCKET, FastRunner, bucket
 from model.runner.loading import load_model
-from model.runner.reference import ReferenceEngine
+from model.runner.protocol import Passes
+from model.runner.reference import ReferenceRunner
 from ops.demo.samples import sample_documents
 from ops.oracle import OracleConstrainer
 from ops.train.tiny import build_tiny_bloom
@@ -45,18 +47,20 @@ from schemas.messages import Document, Timings
 STAGES = ("tokenize_ms", "prefill_ms", "decode_ms", "constrain_ms", "postprocess_ms")
 
 
-def long_documents(count: int, seed: int, min_chars: int = 300, max_chars: int = 1000) -> list[Document]:
-    """Sample texts strung together to 300-1000 characters, asking for 6-12 labels each."""
+def long_documents(
+    count: int, seed: int, min_chars: int = 300, max_chars: int = 1000, labels: tuple[int, int] = (6, 12)
+) -> list[Document]:
+    """Sample texts strung together to 300-1000 characters, asking for 6-12 labels each (by default)."""
     rng = random.Random(seed)
     pool = [raw for raw, _ in sample_documents(count * 12, seed=seed)]
-    labels = sorted({label for raw in pool for label in _field_set_labels(raw["field_set"])})
+    names = sorted({label for raw in pool for label in _field_set_labels(raw["field_set"])})
     docs = []
     for i in range(count):
         target = rng.randint(min_chars, max_chars)
         text = ""
         while len(text) < target:
             text += rng.choice(pool)["text"]
-        raw = {"doc_id": f"bench-{i}", "text": text[:target], "labels": rng.sample(labels, rng.randint(6, 12))}
+        raw = {"doc_id": f"bench-{i}", "text": text[:target], "labels": rng.sample(names, rng.randint(*labels))}
         docs.append(decode_document(msgspec.json.encode(raw), 1 << 20))
     return docs
 
@@ -74,22 +78,25 @@ class Run:
     tokens: int
     seconds: float
     steps: int  # decode steps, each one forward pass of the whole batch
+    passes: Passes
 
 
-def run(engine, docs: list[Document], batch: int) -> Run:
-    extractions, timings, tokens, steps = [], [], 0, 0
+def run(runner: FastRunner | ReferenceRunner, docs: list[Document], batch: int) -> Run:
+    extractions, timings, tokens, steps, passes = [], [], 0, 0, Passes()
+    engine = Extractor(runner)
     started = time.perf_counter()
     for start in range(0, len(docs), batch):
         result = engine.extract(docs[start : start + batch])
         extractions += result.extractions
         tokens += result.generated_tokens
         timings.append(result.timings)
+        passes += result.passes
         # One group per batch here (prompts_per_forward covers it): its steps are its longest row's.
         steps += max(len(t.generation.token_ids) for e in result.extractions for t in e.traces)
-    return Run(extractions, sum_timings(timings), tokens, time.perf_counter() - started, steps)
+    return Run(extractions, sum_timings(timings), tokens, time.perf_counter() - started, steps, passes)
 
 
-def model_ms_per_step(engine: FastEngine, rows: int, context: int, steps: int = 30) -> float:
+def model_ms_per_step(engine: FastRunner, rows: int, context: int, steps: int = 30) -> float:
     """The model's own time for one decode step of `rows` rows over about `context` cached positions:
     the same compiled or eager step the engine takes, timed bare (no mask, signals or bookkeeping)."""
     length = bucket(context + engine.settings.max_new_tokens + 1, LENGTH_BUCKET)
@@ -108,7 +115,7 @@ def model_ms_per_step(engine: FastEngine, rows: int, context: int, steps: int = 
     return ms_since(started) / steps
 
 
-def preparation_ms(engine: FastEngine | ReferenceEngine, docs: list[Document]) -> tuple[float, float]:
+def preparation_ms(engine: FastRunner | ReferenceRunner, docs: list[Document]) -> tuple[float, float]:
     """Per document: tokenising its prompts, and preparing their grammars, both from cold (an engine
     keeps the tables of the documents it has just decoded)."""
     warm = engine.constrainer
@@ -192,36 +199,34 @@ def main() -> None:
         settings = EngineSettings(path=str(directory), max_new_tokens=args.new_tokens, prompts_per_forward=64)
         loaded = load_model(settings)
         stepwise = msgspec.structs.replace(settings, copy_draft="off")
-        product = FastEngine(loaded, settings)
+        product = FastRunner(loaded, settings)
         # Drafts are on by default where the step is compiled (CUDA): the row beside it is the other choice.
         other = "off" if product.drafts else "on"
-        engines: dict[str, FastEngine | ReferenceEngine] = {
+        engines: dict[str, FastRunner | ReferenceRunner] = {
             DEFAULT: product,
-            f"fast, drafts {other}": FastEngine(loaded, msgspec.structs.replace(settings, copy_draft=other)),
-            "fast, old mask (ops/oracle)": FastEngine(loaded, stepwise),
-            "fast, unconstrained": FastEngine(loaded, msgspec.structs.replace(stepwise, constrained=False)),
+            f"fast, drafts {other}": FastRunner(loaded, msgspec.structs.replace(settings, copy_draft=other)),
+            "fast, old mask (ops/oracle)": FastRunner(loaded, stepwise),
+            "fast, unconstrained": FastRunner(loaded, msgspec.structs.replace(stepwise, constrained=False)),
         }
         # The device grammar on a CPU too (the product steps it only on an accelerator), and the host
         # grammar on an accelerator too: the other one of the two, beside the product's choice.
-        other_grammar = FastEngine(loaded, stepwise)
+        other_grammar = FastRunner(loaded, stepwise)
         other_grammar.constrainer.grammar_on_device = product.device.type == "cpu"
         engines[OTHER_GRAMMAR[other_grammar.constrainer.grammar_on_device]] = other_grammar
         old = engines["fast, old mask (ops/oracle)"]
         old.constrainer = OracleConstrainer(old.constrainer.tokens, old.eos_id, old.device)
         if not args.no_reference:
-            engines["reference"] = ReferenceEngine(loaded, settings)
+            engines["reference"] = ReferenceRunner(loaded, settings)
         # Warm-up, so first-call costs (allocation, kernel selection, compiling) are not measured: a
         # compiled step compiles once per (batch, length) bucket, so it sees every batch first.
         for engine in engines.values():
-            if isinstance(engine, FastEngine) and engine.compiled:
+            if isinstance(engine, FastRunner) and engine.compiled:
                 run(engine, docs, args.batch)
             else:
-                engine.extract(docs[: min(2, len(docs))])
-            if isinstance(engine, FastEngine):
-                engine.forward_passes = engine.decode_passes = 0
+                Extractor(engine).extract(docs[: min(2, len(docs))])
         results = {name: run(engine, docs, args.batch) for name, engine in engines.items()}
-        context = int(sum(len(p) for d in docs for p in engines[DEFAULT].prepare([d], Timings())[0].encoded.prompts))
-        context //= sum(len(engines[DEFAULT].prepare([d], Timings())[0].encoded.prompts) for d in docs)
+        prompts = [p for prepared in prepare(engines[DEFAULT], docs) for p in prepared.encoded.prompts]
+        context = sum(len(p) for p in prompts) // len(prompts)
         figures = [
             figures_of(name, engine, results[name], docs, min(64, args.batch * 2), context)
             for name, engine in engines.items()
@@ -284,10 +289,10 @@ def _tokens(extraction: Extraction) -> list[list[int]]:
 def figures_of(name: str, engine, result: Run, docs: list[Document], rows: int, context: int) -> Figures:
     n = len(docs)
     t = result.timings
-    fast = isinstance(engine, FastEngine)
+    fast = isinstance(engine, FastRunner)
     tokenize, prepare = preparation_ms(engine, docs)
     model = model_ms_per_step(engine, rows, context) if fast else None
-    steps = engine.decode_passes if fast else result.steps
+    steps = result.passes.decode if fast else result.steps
     per_step = (t.decode_ms / steps) if steps else None
     return Figures(
         engine=name,

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# The GPU check, for a lent machine with no network: its own python3 with torch and transformers,
-# plus the wheels in .whl/ (msgspec; see the device tool's README for the `pip download` recipe).
-#   ops/bench/gpu_check.sh [--docs N --new-tokens N --batches 1,8,32,128]
+# The GPU check (issue 24), one prepared run of at most 8 minutes on a lent machine with no network:
+# its own python3 with torch and transformers, plus the wheels in .whl/ if any (msgspec, which
+# model/ needs; bitsandbytes for the int8/NF4 rows; see the device tool's README for the
+# `pip download` recipe). Nothing is fetched: pip installs from .whl/ alone (--no-index).
+#   ops/bench/gpu_check.sh [--budget-s 420]          # the tables of ops/bench/gpu.py; $OUT/gpu_bench.json if OUT is set
+#   ops/bench/gpu_check.sh --dry-run                 # the same script at tiny sizes on the CPU
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
   export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
 fi
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
-# Where a step's time goes on this device: the model's own time and the host's around it, per engine
-# (a compute-free BLOOM: what is left is what keeps the GPU idle), at the tokenizer's size and SeqGPT's.
-PYTHONUNBUFFERED=1 python3 -m ops.bench.engine --shape overhead --docs 64 --batch 64 --no-reference --json /tmp/overhead.json
-PYTHONUNBUFFERED=1 python3 -m ops.bench.engine --shape overhead --docs 64 --batch 64 --no-reference --vocab 250880
-PYTHONUNBUFFERED=1 python3 -m ops.bench.gpu "$@"
+export PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo "${SEQSTREAM_COMMIT:-unknown (a copy without .git: set SEQSTREAM_COMMIT)}")"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>/dev/null || echo "no nvidia-smi: the CPU"
+json=()
+if [ -n "${OUT:-}" ]; then json=(--json "$OUT/gpu_bench.json"); fi
+# The script keeps to its own budget (420 s by default); the timeout is the 8 minutes' backstop.
+timeout 480 python3 -m ops.bench.gpu "${json[@]}" "$@"

@@ -32,7 +32,6 @@ import msgspec
 
 from model.engine import Engine
 from model.values.normalize import normalise as normal_form
-from model.windows.merge import WindowedExtraction
 from schemas.field_sets import FieldType
 from schemas.messages import Document, Normalised, ReviewCode
 
@@ -167,7 +166,7 @@ def evaluate(
             report.written_values += rejected + sum(len(spans) for spans in extraction.fields.values())
             report.valid_outputs += not any(r.code in INVALID_OUTPUT for r in extraction.reasons)
             report.characters += len(doc.text)
-            report.windows += len(extraction.windows) if isinstance(extraction, WindowedExtraction) else 1
+            report.windows += len(extraction.windows)
             expected = truth[doc.doc_id]
             document = FieldScore()
             bucket = report.buckets.setdefault(length_bucket(len(doc.text)), FieldScore())

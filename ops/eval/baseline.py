@@ -18,10 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from model.answers.validate import Extraction
-from model.config import EngineSettings
-from model.engine import BatchResult, decode_settings, ms_since
+from model.clock import ms_since
+from model.config import EngineSettings, decode_settings
+from model.engine import BatchResult
 from model.values.lexicon import organisation_ok, person_ok
-from schemas.messages import Document, ModelInfo, Span, Timings
+from schemas.messages import Document, ModelInfo, Span, TextWindow, Timings
 
 D = "[0-9０-９]"
 CN = "[〇零一二三四五六七八九十]"
@@ -149,7 +150,7 @@ class RuleEngine:
         started = time.perf_counter()
         extractions = []
         for doc in docs:
-            extraction = Extraction(doc_id=doc.doc_id)
+            extraction = Extraction(doc_id=doc.doc_id, windows=[TextWindow(start=0, end=len(doc.text))])
             for label in doc.labels:
                 spans = find_values(doc.text, label)
                 extraction.fields[label] = [

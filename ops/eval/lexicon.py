@@ -19,11 +19,12 @@ from collections.abc import Sequence
 from functools import cache
 
 from model.answers.validate import Extraction
-from model.config import EngineSettings
-from model.engine import BatchResult, decode_settings, ms_since
+from model.clock import ms_since
+from model.config import EngineSettings, decode_settings
+from model.engine import BatchResult
 from ops.eval.baseline import find_values
 from schemas.field_sets import SINGLE_VALUE_LABELS
-from schemas.messages import Document, ModelInfo, Span, Timings
+from schemas.messages import Document, ModelInfo, Span, TextWindow, Timings
 
 # jieba's tag prefixes, and the entity type each stands for.
 TAGS = {"nr": "person", "ns": "place", "nt": "organisation"}
@@ -106,7 +107,7 @@ class LexiconEngine:
         started = time.perf_counter()
         extractions = []
         for doc in docs:
-            extraction = Extraction(doc_id=doc.doc_id)
+            extraction = Extraction(doc_id=doc.doc_id, windows=[TextWindow(start=0, end=len(doc.text))])
             for label, spans in find_all(doc).items():
                 extraction.fields[label] = [
                     Span(text=doc.text[start:end], start=start, end=end, confidence=1.0, margin=1.0)

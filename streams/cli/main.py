@@ -19,7 +19,7 @@ import click
 from streams.settings import Settings, load_settings
 
 if TYPE_CHECKING:
-    from model.engine import Engine
+    from model import Engine
     from streams.flow.pipeline import Pipeline
 
 log = logging.getLogger("seqstream")
@@ -323,8 +323,7 @@ def schemas_export(directory: Path | None) -> None:
 
 def engine_for(settings: Settings) -> Engine:
     """The configured engine, loaded and announced (loudly when it is the demo model)."""
-    from model.build import build_engine
-    from model.runner.loading import ModelNotFoundError
+    from model import ModelNotFoundError, build_engine
 
     try:
         engine = build_engine(settings.model, settings.windows)

@@ -15,8 +15,7 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from model.answers.validate import Extraction
-from model.engine import BatchResult, Engine, sum_timings
+from model import BatchResult, Engine, Extraction, sum_timings
 from schemas.decode import DocumentError, decode_document
 from schemas.messages import Document, ErrorCode, Processing, Timings
 from streams.flow.batching import Failed, run_isolated

@@ -14,8 +14,7 @@ from datetime import datetime
 
 import msgspec
 
-from model.answers.validate import Extraction
-from model.windows.merge import WindowedExtraction
+from model import Extraction
 from schemas.decode import DocumentError
 from schemas.messages import (
     AlertRecord,
@@ -28,7 +27,6 @@ from schemas.messages import (
     Processing,
     PromptTrace,
     ReviewRecord,
-    TextWindow,
     TokenTrace,
 )
 from streams.settings import TopicSettings
@@ -97,7 +95,8 @@ def route_extraction(
         trace_id=doc.trace_id,
         metadata=doc.metadata,
         processing=processing,
-        **_windows(doc, extraction),
+        windows=extraction.windows,
+        alternatives=extraction.alternatives,
     )
     key = doc.doc_id.encode()
     if not extraction.needs_review:
@@ -123,20 +122,11 @@ def route_extraction(
     return out
 
 
-def _windows(doc: Document, extraction: Extraction) -> dict:
-    """The windows a document was read in and the alternatives their merge kept (one window: the whole text)."""
-    if not isinstance(extraction, WindowedExtraction):
-        return dict(windows=[TextWindow(start=0, end=len(doc.text))], alternatives={})
-    windows = [TextWindow(start=w.start, end=w.end) for w in extraction.windows]
-    return dict(windows=windows, alternatives=extraction.alternatives)
-
-
 def audit_trail(
     doc: Document, extraction: Extraction, model: ModelInfo, processing: Processing, topics: TopicSettings
 ) -> Outgoing:
     """Every decode step behind the document's record, for the audit topic."""
     prompts = []
-    trace_windows = extraction.trace_windows if isinstance(extraction, WindowedExtraction) else []
     for chunk, trace in enumerate(extraction.traces):
         g = trace.generation
         tokens = [
@@ -152,9 +142,14 @@ def audit_trail(
             )
             for step, token_id in enumerate(g.token_ids)
         ]
-        window = trace_windows[chunk] if trace_windows else 0
         prompts.append(
-            PromptTrace(chunk=chunk, labels=list(trace.labels), finished=g.finished, tokens=tokens, window=window)
+            PromptTrace(
+                chunk=chunk,
+                labels=list(trace.labels),
+                finished=g.finished,
+                tokens=tokens,
+                window=extraction.trace_windows[chunk],
+            )
         )
     record = AuditRecord(
         doc_id=doc.doc_id,

@@ -19,7 +19,7 @@ from streams.kafka.clients import client_config
 from streams.settings import Settings
 
 if TYPE_CHECKING:
-    from model.engine import Engine
+    from model import Engine
 
 
 @dataclass

@@ -16,6 +16,7 @@ import torch
 
 from model.answers.validate import Extraction
 from model.engine import BatchResult, Engine
+from model.runner.protocol import Passes
 from schemas.messages import Document, Timings
 
 
@@ -57,6 +58,7 @@ class ReplicaPool:
             extractions=[e for e in extractions if e is not None],
             timings=timings,
             generated_tokens=sum(r.generated_tokens for r in results),
+            passes=sum((r.passes for r in results), Passes()),
         )
 
 
