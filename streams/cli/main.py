@@ -85,10 +85,15 @@ def worker(ctx: click.Context, create_topics: bool) -> None:
         return
     import faust
 
+    from streams.kafka.membership import membership
     from streams.workers.faust_app import create_app
 
-    app = create_app(settings, pipeline)
+    # Held until the process ends: its slot lock keeps the group instance id this worker's.
+    member = membership(settings.kafka.group_instance_id, settings.worker.app_id)
+    log.info("joining group %s as instance %s", settings.worker.app_id, member.instance_id or "dynamic")
+    app = create_app(settings, pipeline, member.instance_id)
     faust.Worker(app, loglevel=settings.worker.log_level.upper(), quiet=True).execute_from_commandline()
+    member.release()
 
 
 def _run_transactional(settings: Settings, pipeline: Pipeline) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,6 +35,7 @@ from psycopg import sql
 from schemas.messages import SCHEMA_VERSION, DeadLetter, ErrorCode, FieldRecord
 from streams import metrics
 from streams.kafka.clients import client_config
+from streams.kafka.membership import membership
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -47,6 +49,8 @@ DELIVERY_TIMEOUT_S = 30.0
 # (class 22), an index entry too long for a doc_id (54000). Retrying would fail forever.
 _REFUSED = (psycopg.DataError, psycopg.errors.ProgramLimitExceeded)
 RETRY_PAUSE_MAX_S = 30.0
+# A group join takes a second or two; past this, a sink with no partitions says what it waits for.
+WAITING_NOTICE_AFTER_S = 5.0
 
 SCHEMA_DDL = """
 CREATE SCHEMA IF NOT EXISTS {schema};
@@ -234,9 +238,12 @@ class FieldsSink:
         self.settings = settings
         self.schema = sql.Identifier(settings.sink.db_schema)
         self.topic = settings.topics.fields
+        # Static membership: restarted, it takes its partitions back at once (streams/kafka/membership.py).
+        self.membership = membership(settings.kafka.group_instance_id, settings.sink.group_id)
         self.consumer = Consumer(
             {
                 **client_config(settings),
+                **self.membership.consumer_config(),
                 "group.id": settings.sink.group_id,
                 "enable.auto.commit": False,
                 # The offsets we start from come from the database; these only matter for partitions
@@ -373,11 +380,19 @@ class FieldsSink:
         """Until `stop` is set: finishes the poll in hand, then leaves the group."""
         self.create_tables()
         self.consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
-        log.info("postgres sink ready: %s -> schema %s", self.topic, self.settings.sink.db_schema)
+        log.info(
+            "postgres sink ready: %s -> schema %s (group %s, instance %s)",
+            self.topic,
+            self.settings.sink.db_schema,
+            self.settings.sink.group_id,
+            self.membership.instance_id or "dynamic",
+        )
         pause = 0.5
+        waiting = WaitingForPartitions(self.settings, time.monotonic())
         try:
             while not stop.is_set():
                 messages = self._poll()
+                waiting.check(bool(self.assigned), time.monotonic())
                 if not messages:
                     continue
                 try:
@@ -397,6 +412,7 @@ class FieldsSink:
             self.consumer.close()
             self.dead_letters.flush(DELIVERY_TIMEOUT_S)
             self._discard_connection()
+            self.membership.release()
             log.info("postgres sink stopped after %d messages applied", self.applied)
 
     def _poll(self) -> list[FieldsMessage]:
@@ -447,6 +463,32 @@ class FieldsSink:
         if self.conn is not None:
             self.conn.close()
             self.conn = None
+
+
+@dataclass
+class WaitingForPartitions:
+    """Says once, a few seconds after start-up, why a sink with no partitions is silent.
+
+    A member that died without leaving the group (SIGKILL; or a static member, which never leaves)
+    holds its partitions until its session ends; a sink restarted meanwhile under another instance
+    id waits for that, and without this line it would sit silent after "ready".
+    """
+
+    settings: Settings
+    since: float
+    told: bool = False
+
+    def check(self, assigned: bool, now: float) -> None:
+        if assigned or self.told or now - self.since < WAITING_NOTICE_AFTER_S:
+            return
+        self.told = True
+        log.info(
+            "no partitions of %s assigned yet: group %s waits for members that left without leaving "
+            "(a killed sink) until their session of %.0f s ends, then assigns them",
+            self.settings.topics.fields,
+            self.settings.sink.group_id,
+            self.settings.kafka.session_timeout_s,
+        )
 
 
 def _columns(upserts: Sequence[Upsert]) -> tuple[list, ...]:

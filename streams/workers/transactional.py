@@ -35,6 +35,7 @@ from streams.flow.driver import BatchDriver, Consumed
 from streams.flow.pipeline import Pipeline
 from streams.flow.routing import Inbound, Outgoing
 from streams.kafka.clients import client_config
+from streams.kafka.membership import membership
 from streams.kafka.replication import Backoff
 from streams.observe.operations_http import OperationsServer
 from streams.settings import Settings, transactional_id
@@ -73,9 +74,12 @@ class TransactionalWorker:
         self.settings = settings
         self.pipeline = pipeline
         k, b = settings.kafka, settings.batch
+        # Static membership: restarted, it takes its partitions back at once (streams/kafka/membership.py).
+        self.membership = membership(k.group_instance_id, settings.worker.app_id)
         self.consumer = Consumer(
             {
                 **client_config(settings),
+                **self.membership.consumer_config(),
                 "group.id": settings.worker.app_id,
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
@@ -116,7 +120,11 @@ class TransactionalWorker:
         """Until `stop` is set: finishes the batch in hand, then leaves the group."""
         self.consumer.subscribe([self.settings.topics.raw], on_assign=self._on_assign, on_revoke=self._on_revoke)
         server = OperationsServer.start(self.settings, self.pipeline, lambda: set(self.assigned))
-        log.info("exactly-once worker ready (transactional id %s)", transactional_id(self.settings.worker))
+        log.info(
+            "exactly-once worker ready (transactional id %s, group instance %s)",
+            transactional_id(self.settings.worker),
+            self.membership.instance_id or "dynamic",
+        )
         try:
             while not stop.is_set():
                 batch = self._next_batch()
@@ -127,6 +135,7 @@ class TransactionalWorker:
                 server.stop()
             self.consumer.close()
             self.producer.flush(CALL_TIMEOUT_S)
+            self.membership.release()
 
     def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.assigned = {(tp.topic, tp.partition) for tp in partitions}
