@@ -115,13 +115,13 @@ def _stop_on_signals() -> threading.Event:
 
 @cli.group()
 def topics() -> None:
-    """Manage the pipeline's topics."""
+    """Manage the pipeline's six topics (raw, fields, review, alerts, dead-letter, audit)."""
 
 
 @topics.command("create")
 @click.pass_context
 def topics_create(ctx: click.Context) -> None:
-    """Create the raw, fields, review, alerts and dead-letter topics if missing."""
+    """Create the six topics if missing: raw, fields, review, alerts, dead-letter and audit."""
     from streams.kafka.topics import ReplicationError, create_topics
 
     try:

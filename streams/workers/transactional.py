@@ -15,6 +15,7 @@ it spans the writes alone and stays short whatever the model's speed.
 
 from __future__ import annotations
 
+import enum
 import logging
 import threading
 import time
@@ -49,6 +50,16 @@ CALL_TIMEOUT_S = 30.0
 STUCK_AFTER_S = CALL_TIMEOUT_S + 10.0
 # The longest pause between two tries of a failing transaction or transactional call.
 RETRY_PAUSE_MAX_S = 5.0
+
+
+class Outcome(enum.Enum):
+    """What became of one try at a batch's transaction."""
+
+    COMMITTED = "committed"
+    # Aborted, and the consumer rewound to the batch's start: it is consumed (and extracted) again.
+    REWOUND = "rewound"
+    # Failed fatally; a new producer is ready to write the same results in a new transaction.
+    WRITE_AGAIN = "write again"
 
 
 def next_offsets(batch: Sequence[Inbound]) -> list[TopicPartition]:
@@ -167,14 +178,21 @@ class TransactionalWorker:
         started = time.monotonic()
         processed = self.driver.process(batch)
         produce_started = time.monotonic()
-        if not self._commit(batch, processed.outgoing):
-            return
+        while True:
+            outcome = self._commit(batch, processed.outgoing)
+            if outcome is Outcome.REWOUND:
+                return
+            if outcome is Outcome.COMMITTED:
+                break
+            # WRITE_AGAIN: the batch's results are kept and written again in a new transaction,
+            # not sent through the model a second time (a batch costs seconds on the model).
         # The transaction's own time (writes and commit, the model excluded) is what must stay well
         # inside kafka.transaction_timeout_s; ops/RELIABILITY.md quotes it from the batch's log line.
         self.driver.delivered(processed, started, time.monotonic() - produce_started)
 
-    def _commit(self, batch: list[Inbound], outgoing: list[Outgoing]) -> bool:
-        """One transaction for the batch's records and offsets; False if it was aborted and rewound."""
+    def _commit(self, batch: list[Inbound], outgoing: list[Outgoing]) -> Outcome:
+        """One transaction for the batch's records and offsets: committed, aborted and rewound (to be
+        consumed again), or failed fatally with a new producer ready for the same results."""
         try:
             self.producer.begin_transaction()
             for o in outgoing:
@@ -189,10 +207,10 @@ class TransactionalWorker:
                 log.error("send_offsets_to_transaction stuck for %.0f s; replacing the producer", STUCK_AFTER_S)
                 self.producer = self._new_producer()
                 self._rewind(batch)
-                return False
+                return Outcome.REWOUND
             self._retrying("commit_transaction", lambda: self.producer.commit_transaction(CALL_TIMEOUT_S))
             self.backoff.reset()
-            return True
+            return Outcome.COMMITTED
         except KafkaException as exc:
             error = exc.args[0]
             if error.fatal():
@@ -207,10 +225,12 @@ class TransactionalWorker:
                 return self._start_over(batch, abort_exc.args[0])
             self._rewind(batch)
             time.sleep(delay)
-            return False
+            return Outcome.REWOUND
 
-    def _start_over(self, batch: list[Inbound], error: KafkaError) -> bool:
-        """After a fatal transactional error: a new producer under the same id, and the batch again.
+    def _start_over(self, batch: list[Inbound], error: KafkaError) -> Outcome:
+        """After a fatal transactional error: a new producer under the same id, and the batch's
+        results written again with it (WRITE_AGAIN), or the batch consumed again (REWOUND) where a
+        partition of it was revoked meanwhile (its new owner starts from the committed offset).
 
         A broker lost mid-transaction can leave the producer unusable: its records time out while
         the partition's leadership moves, the coordinator aborts the transaction on its timeout,
@@ -222,11 +242,19 @@ class TransactionalWorker:
         if error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED):
             raise KafkaException(error)
         delay = self.backoff.next()
-        log.error("transaction failed (%s); a new producer redoes the batch in %.1f s", error.str(), delay)
+        keep = {(i.topic, i.partition) for i in batch} <= self.assigned
+        log.warning(
+            "transaction failed (%s); a new producer writes the batch's %s again in %.1f s",
+            error.str(),
+            "results" if keep else "documents (a partition was revoked: consumed and extracted)",
+            delay,
+        )
         self.producer = self._new_producer()
-        self._rewind(batch)
         time.sleep(delay)
-        return False
+        if keep:
+            return Outcome.WRITE_AGAIN
+        self._rewind(batch)
+        return Outcome.REWOUND
 
     def _produce(self, o: Outgoing) -> None:
         while True:
