@@ -104,7 +104,7 @@ def _run_transactional(settings: Settings, pipeline: Pipeline) -> None:
 
 def _stop_on_signals() -> threading.Event:
     """Set by SIGTERM (docker stop, Kubernetes) and Ctrl-C: a loop finishes the batch in hand,
-    commits, and leaves its consumer group."""
+    commits, and closes (a static member keeps its place in the group for its return)."""
     import signal
 
     stop = threading.Event()

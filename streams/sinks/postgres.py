@@ -377,7 +377,7 @@ class FieldsSink:
     # -- the loop
 
     def run(self, stop: threading.Event) -> None:
-        """Until `stop` is set: finishes the poll in hand, then leaves the group."""
+        """Until `stop` is set: finishes the poll in hand, then closes (static: its place in the group waits for it)."""
         self.create_tables()
         self.consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
         log.info(

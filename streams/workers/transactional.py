@@ -128,7 +128,7 @@ class TransactionalWorker:
         return producer
 
     def run(self, stop: threading.Event) -> None:
-        """Until `stop` is set: finishes the batch in hand, then leaves the group."""
+        """Until `stop` is set: finishes the batch in hand, then closes (static: its place waits)."""
         self.consumer.subscribe([self.settings.topics.raw], on_assign=self._on_assign, on_revoke=self._on_revoke)
         server = OperationsServer.start(self.settings, self.pipeline, lambda: set(self.assigned))
         log.info(
