@@ -37,6 +37,7 @@ def measure(bootstrap: str, delivery: str, instance_id: str, root: Path, overrid
     from model.runner.loading import resolve_model_path
 
     model_dir, _ = resolve_model_path(EngineSettings().path)
+    root.mkdir(parents=True, exist_ok=True)
     settings, env = isolated_settings(
         bootstrap,
         Path(model_dir),
