@@ -19,6 +19,7 @@ before its offset is stored: never a crash, never silently gone.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -240,21 +241,7 @@ class FieldsSink:
         self.topic = settings.topics.fields
         # Static membership: restarted, it takes its partitions back at once (streams/kafka/membership.py).
         self.membership = membership(settings.kafka.group_instance_id, settings.sink.group_id)
-        self.consumer = Consumer(
-            {
-                **client_config(settings),
-                **self.membership.consumer_config(),
-                "group.id": settings.sink.group_id,
-                "enable.auto.commit": False,
-                # The offsets we start from come from the database; these only matter for partitions
-                # it has never seen (and offsets compacted or expired away).
-                "auto.offset.reset": "earliest",
-                # An exactly-once worker's aborted batches must never become rows.
-                "isolation.level": "read_committed",
-                "session.timeout.ms": int(settings.kafka.session_timeout_s * 1000),
-                "max.poll.interval.ms": int(settings.kafka.max_poll_interval_s * 1000),
-            }
-        )
+        self.consumer = self._new_consumer()
         self.dead_letters = Producer(
             {
                 **client_config(settings),
@@ -265,6 +252,45 @@ class FieldsSink:
         self.conn: psycopg.Connection | None = None
         self.assigned: set[int] = set()
         self.applied = 0
+
+    def _new_consumer(self) -> Consumer:
+        return Consumer(
+            {
+                **client_config(self.settings),
+                **self.membership.consumer_config(),
+                "group.id": self.settings.sink.group_id,
+                "enable.auto.commit": False,
+                # The offsets we start from come from the database; these only matter for partitions
+                # it has never seen (and offsets compacted or expired away).
+                "auto.offset.reset": "earliest",
+                # An exactly-once worker's aborted batches must never become rows.
+                "isolation.level": "read_committed",
+                "session.timeout.ms": int(self.settings.kafka.session_timeout_s * 1000),
+                "max.poll.interval.ms": int(self.settings.kafka.max_poll_interval_s * 1000),
+            }
+        )
+
+    def _subscribe(self) -> None:
+        self.consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+
+    def _replace_consumer(self, error: KafkaError) -> None:
+        """After a fatal consumer error, a new consumer under the same group instance id.
+
+        A broker away longer than the session times a static member out, and a request of its old
+        member id landing after it rejoined is refused as fenced by "another consumer with the same
+        group.instance.id" (itself): fatal to librdkafka. The new one joins as that instance again;
+        where it resumes, the database says (on assignment), as always.
+        """
+        log.warning(
+            "consumer failed fatally (%s); a new consumer rejoins as instance %s",
+            error.str(),
+            self.membership.instance_id or "dynamic",
+        )
+        with contextlib.suppress(KafkaException, RuntimeError):
+            self.consumer.close()
+        self.assigned = set()
+        self.consumer = self._new_consumer()
+        self._subscribe()
 
     # -- the database
 
@@ -379,7 +405,7 @@ class FieldsSink:
     def run(self, stop: threading.Event) -> None:
         """Until `stop` is set: finishes the poll in hand, then closes (static: its place in the group waits for it)."""
         self.create_tables()
-        self.consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+        self._subscribe()
         log.info(
             "postgres sink ready: %s -> schema %s (group %s, instance %s)",
             self.topic,
@@ -419,6 +445,9 @@ class FieldsSink:
         polled = self.consumer.consume(self.settings.sink.max_records, timeout=self.settings.sink.poll_timeout_s)
         messages = []
         for m in polled:
+            if m.error() and m.error().fatal():
+                self._replace_consumer(m.error())
+                return []
             if m.error():
                 if m.error().code() != KafkaError._PARTITION_EOF:
                     log.warning("consumer: %s", m.error().str())

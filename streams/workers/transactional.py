@@ -15,6 +15,7 @@ it spans the writes alone and stays short whatever the model's speed.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import threading
@@ -50,6 +51,8 @@ CALL_TIMEOUT_S = 30.0
 STUCK_AFTER_S = CALL_TIMEOUT_S + 10.0
 # The longest pause between two tries of a failing transaction or transactional call.
 RETRY_PAUSE_MAX_S = 5.0
+# New producers tried for one batch's kept results before the batch is consumed again instead.
+WRITE_AGAIN_MAX = 3
 
 
 class Outcome(enum.Enum):
@@ -84,14 +87,24 @@ class TransactionalWorker:
     def __init__(self, settings: Settings, pipeline: Pipeline) -> None:
         self.settings = settings
         self.pipeline = pipeline
-        k, b = settings.kafka, settings.batch
         # Static membership: restarted, it takes its partitions back at once (streams/kafka/membership.py).
-        self.membership = membership(k.group_instance_id, settings.worker.app_id)
-        self.consumer = Consumer(
+        self.membership = membership(settings.kafka.group_instance_id, settings.worker.app_id)
+        self.consumer = self._new_consumer()
+        self.producer = self._new_producer()
+        self.driver = BatchDriver(pipeline, settings.topics, settled="committed", writing="transaction")
+        self.assigned: set[tuple[str, int]] = set()
+        # While brokers are short (NOT_ENOUGH_REPLICAS) a batch fails to commit again and again:
+        # a growing pause between tries instead of redoing it at once (streams/kafka/replication.py).
+        # Short at most: each try already waits on the broker, and a long pause would outlast it.
+        self.backoff = Backoff(max_s=RETRY_PAUSE_MAX_S)
+
+    def _new_consumer(self) -> Consumer:
+        k, b = self.settings.kafka, self.settings.batch
+        consumer = Consumer(
             {
-                **client_config(settings),
+                **client_config(self.settings),
                 **self.membership.consumer_config(),
-                "group.id": settings.worker.app_id,
+                "group.id": self.settings.worker.app_id,
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
                 # Upstream producers may be transactional too; never act on an aborted document.
@@ -104,13 +117,27 @@ class TransactionalWorker:
                 "queued.min.messages": b.buffer_documents,
             }
         )
-        self.producer = self._new_producer()
-        self.driver = BatchDriver(pipeline, settings.topics, settled="committed", writing="transaction")
-        self.assigned: set[tuple[str, int]] = set()
-        # While brokers are short (NOT_ENOUGH_REPLICAS) a batch fails to commit again and again:
-        # a growing pause between tries instead of redoing it at once (streams/kafka/replication.py).
-        # Short at most: each try already waits on the broker, and a long pause would outlast it.
-        self.backoff = Backoff(max_s=RETRY_PAUSE_MAX_S)
+        consumer.subscribe([self.settings.topics.raw], on_assign=self._on_assign, on_revoke=self._on_revoke)
+        return consumer
+
+    def _replace_consumer(self, error: KafkaError) -> None:
+        """After a fatal consumer error: a new consumer under the same group instance id.
+
+        Static membership's failure mode: a broker away longer than the session (a restart) times
+        the member out, and a request of its old member id that lands after it rejoined is refused
+        as fenced by "another consumer with the same group.instance.id" (itself), which librdkafka
+        makes fatal. A new consumer joins as that instance again and resumes from the committed
+        offsets: what was polled and not committed is consumed again, as after any abort.
+        """
+        log.warning(
+            "consumer failed fatally (%s); a new consumer rejoins as instance %s from the committed offsets",
+            error.str(),
+            self.membership.instance_id or "dynamic",
+        )
+        with contextlib.suppress(KafkaException, RuntimeError):
+            self.consumer.close()
+        self.assigned = set()
+        self.consumer = self._new_consumer()
 
     def _new_producer(self) -> Producer:
         """A producer whose init_transactions fenced every earlier one with this transactional id
@@ -129,7 +156,6 @@ class TransactionalWorker:
 
     def run(self, stop: threading.Event) -> None:
         """Until `stop` is set: finishes the batch in hand, then closes (static: its place waits)."""
-        self.consumer.subscribe([self.settings.topics.raw], on_assign=self._on_assign, on_revoke=self._on_revoke)
         server = OperationsServer.start(self.settings, self.pipeline, lambda: set(self.assigned))
         log.info(
             "exactly-once worker ready (transactional id %s, group instance %s)",
@@ -167,6 +193,9 @@ class TransactionalWorker:
         rest_fetched_at = time.monotonic()
         consumed = []
         for message, fetched_at in [(first, first_fetched_at), *((m, rest_fetched_at) for m in rest)]:
+            if message.error() and message.error().fatal():
+                self._replace_consumer(message.error())
+                return []
             if message.error():
                 if message.error().code() != KafkaError._PARTITION_EOF:
                     log.warning("consumer: %s", message.error().str())
@@ -178,7 +207,7 @@ class TransactionalWorker:
         started = time.monotonic()
         processed = self.driver.process(batch)
         produce_started = time.monotonic()
-        while True:
+        for _ in range(WRITE_AGAIN_MAX):
             outcome = self._commit(batch, processed.outgoing)
             if outcome is Outcome.REWOUND:
                 return
@@ -186,6 +215,11 @@ class TransactionalWorker:
                 break
             # WRITE_AGAIN: the batch's results are kept and written again in a new transaction,
             # not sent through the model a second time (a batch costs seconds on the model).
+        else:
+            # Failing fatally each time is not the producer's doing (a fenced consumer's group
+            # metadata, say): the batch goes back to the consumer, which gets its own remedy.
+            self._rewind(batch)
+            return
         # The transaction's own time (writes and commit, the model excluded) is what must stay well
         # inside kafka.transaction_timeout_s; ops/RELIABILITY.md quotes it from the batch's log line.
         self.driver.delivered(processed, started, time.monotonic() - produce_started)
