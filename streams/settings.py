@@ -26,6 +26,13 @@ class KafkaSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # Output writes must be acknowledged by the broker before the input offset may be committed.
     producer_acks: int = -1
     session_timeout_s: float = 30.0
+    # Static membership (KIP-345): a consumer's `group.instance.id`, so that a restarted worker or
+    # sink is handed its partitions back at once instead of after the dead one's session. Empty =
+    # `<hostname>-<n>`, n the lowest slot number on this host free in its group (a lock the kernel
+    # frees when its process dies: a restart takes its predecessor's; streams/kafka/membership.py).
+    # Set it per worker slot where the hostname changes on restart (a Deployment's pods); `none` =
+    # dynamic membership. Two live members of a group must never share one: the broker fences the older.
+    group_instance_id: str = ""
     # The model may hold a batch for seconds; the consumer must not be evicted meanwhile.
     max_poll_interval_s: float = 300.0
     # Most bytes one fetch brings per partition (at least one message, however large).

@@ -14,13 +14,14 @@ import time
 
 import streams.workers.transactional
 from streams.flow.routing import Outgoing
+from streams.workers.transactional import Outcome
 
 OPEN_S = 0.6
 original_produce = streams.workers.transactional.TransactionalWorker._produce
 original_commit = streams.workers.transactional.TransactionalWorker._commit
 
 
-def commit_slowly(self, batch, outgoing: list[Outgoing]) -> bool:
+def commit_slowly(self, batch, outgoing: list[Outgoing]) -> Outcome:
     def produce_then_linger(o: Outgoing) -> None:
         original_produce(self, o)
         if o is outgoing[-1]:

@@ -1,4 +1,4 @@
-"""The command line: settings from the environment, file extraction, topic creation."""
+"""The command line: settings from the environment, file extraction, topic creation and its help."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from ops.demo.samples import sample_documents
 from ops.stress.worker_process import isolated_settings
 from streams.cli.main import cli
-from streams.kafka.topics import create_topics
+from streams.kafka.topics import create_topics, topic_specs
 from streams.settings import load_settings
 
 
@@ -63,3 +63,12 @@ def test_topics_are_created_once_with_their_policies(kafka_bootstrap, tiny_model
     assert configs[t.fields]["cleanup.policy"].value == "compact"
     assert configs[t.dead_letter]["cleanup.policy"].value == "delete"
     assert len(admin.list_topics(timeout=30).topics[t.raw].partitions) == settings.topics.partitions
+
+
+def test_topics_help_names_every_topic_it_creates() -> None:
+    # The default names end in what the help says: seqstream.raw -> raw, seqstream.dead-letter -> dead-letter.
+    created = [spec.name.removeprefix("seqstream.") for spec in topic_specs(load_settings({}))]
+    for args in (["topics", "--help"], ["topics", "create", "--help"]):
+        shown = " ".join(CliRunner().invoke(cli, args).output.split())
+        assert f"{len(created)} topics" in shown.replace("six", str(len(created)))
+        assert all(name in shown for name in created), (created, shown)

@@ -5,12 +5,15 @@ The worker is SIGKILLed inside open transactions, their records already on the b
 under the same transactional id. A read_committed reader must then see exactly one result record
 per document: none lost, none duplicated. A read_uncommitted reader beside it must see the killed
 transactions' records, the duplicates that read_committed kept out: without them the test would
-not have shown anything. Prints a `RELIABILITY ...` line (run with -s) that ops/RELIABILITY.md quotes.
+not have shown anything. A transaction failing fatally keeps its batch's results and writes them
+again with a new producer (tests/fatal_commit_worker.py). Prints a `RELIABILITY ...` line (run
+with -s) that ops/RELIABILITY.md quotes.
 """
 
 from __future__ import annotations
 
 import random
+import re
 import sys
 import time
 from datetime import UTC, datetime
@@ -185,3 +188,29 @@ def test_broker_restarted_mid_run_exactly_once_worker_recovers_by_itself(exactly
     accounting.assert_complete()
     assert accounting.duplicated == 0
     assert not out.records[t.dead_letter]
+
+
+FATAL_COMMIT_WORKER = [sys.executable, "-m", "tests.fatal_commit_worker", "worker"]
+
+
+@pytest.mark.timeout(600)
+def test_a_fatal_transaction_error_writes_the_kept_results_again_without_the_model(exactly_once) -> None:
+    settings, slow_worker, committed, _ = exactly_once
+    t = settings.topics
+    worker = WorkerProcess(slow_worker.env, slow_worker.log_path.with_name("fatal.log"), FATAL_COMMIT_WORKER)
+    messages, ids = sample_messages(120, seed=66)
+    try:
+        worker.start()
+        worker.wait_for_log(READY, timeout_s=300)
+        produce_lines(settings, t.raw, messages)
+        out = committed.read_until(lambda o: ids <= set(o.doc_ids(t.fields, t.review, t.dead_letter)), 600, worker)
+        out = committed.drain()
+    finally:
+        worker.stop()
+    log = worker.log_path.read_text(errors="replace")
+    seen_by_model = sum(int(n) for n in re.findall(r"model saw (\d+) documents", log))
+    assert "injecting a fatal transactional error" in log and "writes the batch's results again" in log
+    accounting = Accounting.of(ids, out.results(settings))
+    accounting.assert_complete()
+    assert accounting.duplicated == 0
+    assert seen_by_model == len(ids), f"{seen_by_model} documents through the model for {len(ids)}"

@@ -25,6 +25,7 @@ def test_password_is_masked_in_every_printed_form() -> None:
 
 
 def test_one_set_of_fields_secures_both_client_libraries(tmp_path) -> None:
+    from streams.kafka.client_log import CLIENT_LOG
     from streams.kafka.clients import client_config
     from streams.kafka.security import faust_credentials
 
@@ -42,11 +43,13 @@ def test_one_set_of_fields_secures_both_client_libraries(tmp_path) -> None:
         "sasl.username": "seqstream-worker",
         "sasl.password": "pw",
         "ssl.endpoint.identification.algorithm": "https",
+        "logger": CLIENT_LOG,
     }
     credentials = faust_credentials(settings.kafka)
     assert credentials.protocol.value == "SASL_SSL" and credentials.mechanism.value == "SCRAM-SHA-512"
     assert credentials.username == "seqstream-worker" and credentials.ssl_context.check_hostname
     assert "pw" not in repr(credentials)
     assert faust_credentials(load_settings({}).kafka) is None and client_config(load_settings({})) == {
-        "bootstrap.servers": "127.0.0.1:9092"
+        "bootstrap.servers": "127.0.0.1:9092",
+        "logger": CLIENT_LOG,
     }

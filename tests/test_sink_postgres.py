@@ -8,6 +8,7 @@ Each test gets topics, a consumer group and a database schema of its own. The ki
 
 from __future__ import annotations
 
+import logging
 import secrets
 import subprocess
 import sys
@@ -40,7 +41,13 @@ from schemas.messages import (
 from streams.kafka.clients import client_config, consume
 from streams.kafka.topics import create_topics
 from streams.settings import Settings, load_settings
-from streams.sinks.postgres import FieldsMessage, FieldsSink, plan_batch
+from streams.sinks.postgres import (
+    WAITING_NOTICE_AFTER_S,
+    FieldsMessage,
+    FieldsSink,
+    WaitingForPartitions,
+    plan_batch,
+)
 
 pytestmark = pytest.mark.kafka
 
@@ -151,6 +158,21 @@ def test_a_poll_keeps_each_documents_latest_message_and_rejects_what_is_no_field
     assert "without a key" in reasons[8]
     assert "is not the record's doc_id" in reasons[9]
     assert "schema_version 9 is not supported" in reasons[10]
+
+
+def test_a_sink_without_partitions_says_once_what_it_waits_for(caplog) -> None:
+    settings = load_settings({})
+    waiting = WaitingForPartitions(settings, since=0.0)
+    caplog.set_level(logging.INFO, logger="streams.sinks.postgres")
+    waiting.check(assigned=False, now=WAITING_NOTICE_AFTER_S - 1)  # a group join takes a moment
+    assert not caplog.records
+    for now in (WAITING_NOTICE_AFTER_S + 1, WAITING_NOTICE_AFTER_S + 2):
+        waiting.check(assigned=False, now=now)
+    assert len(caplog.records) == 1
+    assert "session of 30 s" in caplog.records[0].getMessage()
+    assigned = WaitingForPartitions(settings, since=0.0)
+    assigned.check(assigned=True, now=60.0)
+    assert len(caplog.records) == 1, "a sink with partitions said it waits"
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ one long contract that the model reads in two windows (`long_sample`).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -23,6 +24,7 @@ import msgspec
 
 from ops.corpus import GeneratedDocument, generate_corpus, generate_document
 from streams.cli.show import describe
+from streams.kafka.client_log import LOGGER_NAME as CLIENT_LOGGER
 from streams.kafka.clients import consume, produce_lines
 from streams.kafka.topics import create_topics
 from streams.settings import Settings
@@ -48,6 +50,11 @@ MALFORMED = [
 
 def run_demo(settings: Settings, documents: int, keep_running: bool) -> None:
     DEMO_DIR.mkdir(parents=True, exist_ok=True)
+    # The demo's own clients' librdkafka lines (a fresh broker's "Coordinator load in progress"
+    # while its transaction coordinator starts) go to a file beside the worker's log, not among the results.
+    clients = logging.getLogger(CLIENT_LOGGER)
+    clients.addHandler(logging.FileHandler(DEMO_DIR / "clients.log"))
+    clients.propagate = False
     broker = None
     if "KAFKA_BOOTSTRAP_SERVERS" not in os.environ and "SEQSTREAM_KAFKA__BOOTSTRAP_SERVERS" not in os.environ:
         from ops.kafka.launcher import KafkaBroker

@@ -85,10 +85,15 @@ def worker(ctx: click.Context, create_topics: bool) -> None:
         return
     import faust
 
+    from streams.kafka.membership import membership
     from streams.workers.faust_app import create_app
 
-    app = create_app(settings, pipeline)
+    # Held until the process ends: its slot lock keeps the group instance id this worker's.
+    member = membership(settings.kafka.group_instance_id, settings.worker.app_id)
+    log.info("joining group %s as instance %s", settings.worker.app_id, member.instance_id or "dynamic")
+    app = create_app(settings, pipeline, member.instance_id)
     faust.Worker(app, loglevel=settings.worker.log_level.upper(), quiet=True).execute_from_commandline()
+    member.release()
 
 
 def _run_transactional(settings: Settings, pipeline: Pipeline) -> None:
@@ -99,7 +104,7 @@ def _run_transactional(settings: Settings, pipeline: Pipeline) -> None:
 
 def _stop_on_signals() -> threading.Event:
     """Set by SIGTERM (docker stop, Kubernetes) and Ctrl-C: a loop finishes the batch in hand,
-    commits, and leaves its consumer group."""
+    commits, and closes (a static member keeps its place in the group for its return)."""
     import signal
 
     stop = threading.Event()
@@ -110,13 +115,13 @@ def _stop_on_signals() -> threading.Event:
 
 @cli.group()
 def topics() -> None:
-    """Manage the pipeline's topics."""
+    """Manage the pipeline's six topics (raw, fields, review, alerts, dead-letter, audit)."""
 
 
 @topics.command("create")
 @click.pass_context
 def topics_create(ctx: click.Context) -> None:
-    """Create the raw, fields, review, alerts and dead-letter topics if missing."""
+    """Create the six topics if missing: raw, fields, review, alerts, dead-letter and audit."""
     from streams.kafka.topics import ReplicationError, create_topics
 
     try:

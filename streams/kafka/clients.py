@@ -10,13 +10,19 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from tqdm import tqdm
 
 from schemas.decode import salvage_doc_id
+from streams.kafka.client_log import CLIENT_LOG
 from streams.kafka.security import librdkafka_security
 from streams.settings import Settings
 
 
-def client_config(settings: Settings) -> dict[str, str]:
-    """What every confluent-kafka client and AdminClient of ours starts from: address and security."""
-    return {"bootstrap.servers": settings.kafka.bootstrap_servers, **librdkafka_security(settings.kafka)}
+def client_config(settings: Settings) -> dict[str, object]:
+    """What every confluent-kafka client and AdminClient of ours starts from: address, security, and
+    librdkafka's log lines through Python logging, one WARNING per event (streams/kafka/client_log.py)."""
+    return {
+        "bootstrap.servers": settings.kafka.bootstrap_servers,
+        **librdkafka_security(settings.kafka),
+        "logger": CLIENT_LOG,
+    }
 
 
 def produce_lines(

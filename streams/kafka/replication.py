@@ -141,7 +141,9 @@ class ReplicationWatch:
         self.config_refresh_s = config_refresh_s
         t = settings.topics
         # The alerts topic asks for one replica in sync (streams/kafka/topics.py): it stays writable.
-        self.topics = [t.fields, t.review, t.dead_letter, t.audit]
+        # The audit topic only while the audit trail is on: otherwise nothing waits on its
+        # partitions, and a shortage there would be an alarm about writes that never happen.
+        self.topics = [t.fields, t.review, t.dead_letter, *([t.audit] if settings.worker.audit else [])]
         quiet = logging.getLogger(f"{__name__}.client")
         quiet.addHandler(logging.NullHandler())
         quiet.propagate = False  # broker connection errors are what this watch reports, once

@@ -19,8 +19,10 @@ before its offset is stored: never a crash, never silently gone.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,6 +36,7 @@ from psycopg import sql
 from schemas.messages import SCHEMA_VERSION, DeadLetter, ErrorCode, FieldRecord
 from streams import metrics
 from streams.kafka.clients import client_config
+from streams.kafka.membership import membership
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -47,6 +50,8 @@ DELIVERY_TIMEOUT_S = 30.0
 # (class 22), an index entry too long for a doc_id (54000). Retrying would fail forever.
 _REFUSED = (psycopg.DataError, psycopg.errors.ProgramLimitExceeded)
 RETRY_PAUSE_MAX_S = 30.0
+# A group join takes a second or two; past this, a sink with no partitions says what it waits for.
+WAITING_NOTICE_AFTER_S = 5.0
 
 SCHEMA_DDL = """
 CREATE SCHEMA IF NOT EXISTS {schema};
@@ -234,20 +239,9 @@ class FieldsSink:
         self.settings = settings
         self.schema = sql.Identifier(settings.sink.db_schema)
         self.topic = settings.topics.fields
-        self.consumer = Consumer(
-            {
-                **client_config(settings),
-                "group.id": settings.sink.group_id,
-                "enable.auto.commit": False,
-                # The offsets we start from come from the database; these only matter for partitions
-                # it has never seen (and offsets compacted or expired away).
-                "auto.offset.reset": "earliest",
-                # An exactly-once worker's aborted batches must never become rows.
-                "isolation.level": "read_committed",
-                "session.timeout.ms": int(settings.kafka.session_timeout_s * 1000),
-                "max.poll.interval.ms": int(settings.kafka.max_poll_interval_s * 1000),
-            }
-        )
+        # Static membership: restarted, it takes its partitions back at once (streams/kafka/membership.py).
+        self.membership = membership(settings.kafka.group_instance_id, settings.sink.group_id)
+        self.consumer = self._new_consumer()
         self.dead_letters = Producer(
             {
                 **client_config(settings),
@@ -258,6 +252,45 @@ class FieldsSink:
         self.conn: psycopg.Connection | None = None
         self.assigned: set[int] = set()
         self.applied = 0
+
+    def _new_consumer(self) -> Consumer:
+        return Consumer(
+            {
+                **client_config(self.settings),
+                **self.membership.consumer_config(),
+                "group.id": self.settings.sink.group_id,
+                "enable.auto.commit": False,
+                # The offsets we start from come from the database; these only matter for partitions
+                # it has never seen (and offsets compacted or expired away).
+                "auto.offset.reset": "earliest",
+                # An exactly-once worker's aborted batches must never become rows.
+                "isolation.level": "read_committed",
+                "session.timeout.ms": int(self.settings.kafka.session_timeout_s * 1000),
+                "max.poll.interval.ms": int(self.settings.kafka.max_poll_interval_s * 1000),
+            }
+        )
+
+    def _subscribe(self) -> None:
+        self.consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
+
+    def _replace_consumer(self, error: KafkaError) -> None:
+        """After a fatal consumer error, a new consumer under the same group instance id.
+
+        A broker away longer than the session times a static member out, and a request of its old
+        member id landing after it rejoined is refused as fenced by "another consumer with the same
+        group.instance.id" (itself): fatal to librdkafka. The new one joins as that instance again;
+        where it resumes, the database says (on assignment), as always.
+        """
+        log.warning(
+            "consumer failed fatally (%s); a new consumer rejoins as instance %s",
+            error.str(),
+            self.membership.instance_id or "dynamic",
+        )
+        with contextlib.suppress(KafkaException, RuntimeError):
+            self.consumer.close()
+        self.assigned = set()
+        self.consumer = self._new_consumer()
+        self._subscribe()
 
     # -- the database
 
@@ -370,14 +403,22 @@ class FieldsSink:
     # -- the loop
 
     def run(self, stop: threading.Event) -> None:
-        """Until `stop` is set: finishes the poll in hand, then leaves the group."""
+        """Until `stop` is set: finishes the poll in hand, then closes (static: its place in the group waits for it)."""
         self.create_tables()
-        self.consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
-        log.info("postgres sink ready: %s -> schema %s", self.topic, self.settings.sink.db_schema)
+        self._subscribe()
+        log.info(
+            "postgres sink ready: %s -> schema %s (group %s, instance %s)",
+            self.topic,
+            self.settings.sink.db_schema,
+            self.settings.sink.group_id,
+            self.membership.instance_id or "dynamic",
+        )
         pause = 0.5
+        waiting = WaitingForPartitions(self.settings, time.monotonic())
         try:
             while not stop.is_set():
                 messages = self._poll()
+                waiting.check(bool(self.assigned), time.monotonic())
                 if not messages:
                     continue
                 try:
@@ -397,12 +438,16 @@ class FieldsSink:
             self.consumer.close()
             self.dead_letters.flush(DELIVERY_TIMEOUT_S)
             self._discard_connection()
+            self.membership.release()
             log.info("postgres sink stopped after %d messages applied", self.applied)
 
     def _poll(self) -> list[FieldsMessage]:
         polled = self.consumer.consume(self.settings.sink.max_records, timeout=self.settings.sink.poll_timeout_s)
         messages = []
         for m in polled:
+            if m.error() and m.error().fatal():
+                self._replace_consumer(m.error())
+                return []
             if m.error():
                 if m.error().code() != KafkaError._PARTITION_EOF:
                     log.warning("consumer: %s", m.error().str())
@@ -447,6 +492,32 @@ class FieldsSink:
         if self.conn is not None:
             self.conn.close()
             self.conn = None
+
+
+@dataclass
+class WaitingForPartitions:
+    """Says once, a few seconds after start-up, why a sink with no partitions is silent.
+
+    A member that died without leaving the group (SIGKILL; or a static member, which never leaves)
+    holds its partitions until its session ends; a sink restarted meanwhile under another instance
+    id waits for that, and without this line it would sit silent after "ready".
+    """
+
+    settings: Settings
+    since: float
+    told: bool = False
+
+    def check(self, assigned: bool, now: float) -> None:
+        if assigned or self.told or now - self.since < WAITING_NOTICE_AFTER_S:
+            return
+        self.told = True
+        log.info(
+            "no partitions of %s assigned yet: group %s waits for members that left without leaving "
+            "(a killed sink) until their session of %.0f s ends, then assigns them",
+            self.settings.topics.fields,
+            self.settings.sink.group_id,
+            self.settings.kafka.session_timeout_s,
+        )
 
 
 def _columns(upserts: Sequence[Upsert]) -> tuple[list, ...]:

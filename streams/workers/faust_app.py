@@ -34,7 +34,8 @@ log = logging.getLogger(__name__)
 LAG_INTERVAL_S = 5.0
 
 
-def create_app(settings: Settings, pipeline: Pipeline) -> faust.App:
+def create_app(settings: Settings, pipeline: Pipeline, instance_id: str | None = None) -> faust.App:
+    """The Faust app and its agent; `instance_id` is the consumer's `group.instance.id` (None = dynamic)."""
     servers = ";".join(settings.kafka.bootstrap_servers.split(","))
     # Faust makes its data directory without parents and dies on a missing one at start-up.
     data_dir = Path(settings.worker.data_dir).expanduser()
@@ -49,6 +50,8 @@ def create_app(settings: Settings, pipeline: Pipeline) -> faust.App:
         producer_acks=settings.kafka.producer_acks,
         producer_max_request_size=settings.topics.dead_letter_max_message_bytes,
         broker_session_timeout=settings.kafka.session_timeout_s,
+        # Static membership: restarted, the worker takes its partitions back at once.
+        consumer_group_instance_id=instance_id,
         broker_max_poll_interval=settings.kafka.max_poll_interval_s,
         # Back-pressure: what the worker may hold ahead of the model is bounded by these two.
         stream_buffer_maxsize=settings.batch.buffer_documents,

@@ -15,6 +15,8 @@ it spans the writes alone and stays short whatever the model's speed.
 
 from __future__ import annotations
 
+import contextlib
+import enum
 import logging
 import threading
 import time
@@ -35,6 +37,7 @@ from streams.flow.driver import BatchDriver, Consumed
 from streams.flow.pipeline import Pipeline
 from streams.flow.routing import Inbound, Outgoing
 from streams.kafka.clients import client_config
+from streams.kafka.membership import membership
 from streams.kafka.replication import Backoff
 from streams.observe.operations_http import OperationsServer
 from streams.settings import Settings, transactional_id
@@ -48,6 +51,18 @@ CALL_TIMEOUT_S = 30.0
 STUCK_AFTER_S = CALL_TIMEOUT_S + 10.0
 # The longest pause between two tries of a failing transaction or transactional call.
 RETRY_PAUSE_MAX_S = 5.0
+# New producers tried for one batch's kept results before the batch is consumed again instead.
+WRITE_AGAIN_MAX = 3
+
+
+class Outcome(enum.Enum):
+    """What became of one try at a batch's transaction."""
+
+    COMMITTED = "committed"
+    # Aborted, and the consumer rewound to the batch's start: it is consumed (and extracted) again.
+    REWOUND = "rewound"
+    # Failed fatally; a new producer is ready to write the same results in a new transaction.
+    WRITE_AGAIN = "write again"
 
 
 def next_offsets(batch: Sequence[Inbound]) -> list[TopicPartition]:
@@ -72,11 +87,24 @@ class TransactionalWorker:
     def __init__(self, settings: Settings, pipeline: Pipeline) -> None:
         self.settings = settings
         self.pipeline = pipeline
-        k, b = settings.kafka, settings.batch
-        self.consumer = Consumer(
+        # Static membership: restarted, it takes its partitions back at once (streams/kafka/membership.py).
+        self.membership = membership(settings.kafka.group_instance_id, settings.worker.app_id)
+        self.consumer = self._new_consumer()
+        self.producer = self._new_producer()
+        self.driver = BatchDriver(pipeline, settings.topics, settled="committed", writing="transaction")
+        self.assigned: set[tuple[str, int]] = set()
+        # While brokers are short (NOT_ENOUGH_REPLICAS) a batch fails to commit again and again:
+        # a growing pause between tries instead of redoing it at once (streams/kafka/replication.py).
+        # Short at most: each try already waits on the broker, and a long pause would outlast it.
+        self.backoff = Backoff(max_s=RETRY_PAUSE_MAX_S)
+
+    def _new_consumer(self) -> Consumer:
+        k, b = self.settings.kafka, self.settings.batch
+        consumer = Consumer(
             {
-                **client_config(settings),
-                "group.id": settings.worker.app_id,
+                **client_config(self.settings),
+                **self.membership.consumer_config(),
+                "group.id": self.settings.worker.app_id,
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
                 # Upstream producers may be transactional too; never act on an aborted document.
@@ -89,13 +117,27 @@ class TransactionalWorker:
                 "queued.min.messages": b.buffer_documents,
             }
         )
-        self.producer = self._new_producer()
-        self.driver = BatchDriver(pipeline, settings.topics, settled="committed", writing="transaction")
-        self.assigned: set[tuple[str, int]] = set()
-        # While brokers are short (NOT_ENOUGH_REPLICAS) a batch fails to commit again and again:
-        # a growing pause between tries instead of redoing it at once (streams/kafka/replication.py).
-        # Short at most: each try already waits on the broker, and a long pause would outlast it.
-        self.backoff = Backoff(max_s=RETRY_PAUSE_MAX_S)
+        consumer.subscribe([self.settings.topics.raw], on_assign=self._on_assign, on_revoke=self._on_revoke)
+        return consumer
+
+    def _replace_consumer(self, error: KafkaError) -> None:
+        """After a fatal consumer error: a new consumer under the same group instance id.
+
+        Static membership's failure mode: a broker away longer than the session (a restart) times
+        the member out, and a request of its old member id that lands after it rejoined is refused
+        as fenced by "another consumer with the same group.instance.id" (itself), which librdkafka
+        makes fatal. A new consumer joins as that instance again and resumes from the committed
+        offsets: what was polled and not committed is consumed again, as after any abort.
+        """
+        log.warning(
+            "consumer failed fatally (%s); a new consumer rejoins as instance %s from the committed offsets",
+            error.str(),
+            self.membership.instance_id or "dynamic",
+        )
+        with contextlib.suppress(KafkaException, RuntimeError):
+            self.consumer.close()
+        self.assigned = set()
+        self.consumer = self._new_consumer()
 
     def _new_producer(self) -> Producer:
         """A producer whose init_transactions fenced every earlier one with this transactional id
@@ -113,10 +155,13 @@ class TransactionalWorker:
         return producer
 
     def run(self, stop: threading.Event) -> None:
-        """Until `stop` is set: finishes the batch in hand, then leaves the group."""
-        self.consumer.subscribe([self.settings.topics.raw], on_assign=self._on_assign, on_revoke=self._on_revoke)
+        """Until `stop` is set: finishes the batch in hand, then closes (static: its place waits)."""
         server = OperationsServer.start(self.settings, self.pipeline, lambda: set(self.assigned))
-        log.info("exactly-once worker ready (transactional id %s)", transactional_id(self.settings.worker))
+        log.info(
+            "exactly-once worker ready (transactional id %s, group instance %s)",
+            transactional_id(self.settings.worker),
+            self.membership.instance_id or "dynamic",
+        )
         try:
             while not stop.is_set():
                 batch = self._next_batch()
@@ -127,6 +172,7 @@ class TransactionalWorker:
                 server.stop()
             self.consumer.close()
             self.producer.flush(CALL_TIMEOUT_S)
+            self.membership.release()
 
     def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.assigned = {(tp.topic, tp.partition) for tp in partitions}
@@ -147,6 +193,9 @@ class TransactionalWorker:
         rest_fetched_at = time.monotonic()
         consumed = []
         for message, fetched_at in [(first, first_fetched_at), *((m, rest_fetched_at) for m in rest)]:
+            if message.error() and message.error().fatal():
+                self._replace_consumer(message.error())
+                return []
             if message.error():
                 if message.error().code() != KafkaError._PARTITION_EOF:
                     log.warning("consumer: %s", message.error().str())
@@ -158,14 +207,26 @@ class TransactionalWorker:
         started = time.monotonic()
         processed = self.driver.process(batch)
         produce_started = time.monotonic()
-        if not self._commit(batch, processed.outgoing):
+        for _ in range(WRITE_AGAIN_MAX):
+            outcome = self._commit(batch, processed.outgoing)
+            if outcome is Outcome.REWOUND:
+                return
+            if outcome is Outcome.COMMITTED:
+                break
+            # WRITE_AGAIN: the batch's results are kept and written again in a new transaction,
+            # not sent through the model a second time (a batch costs seconds on the model).
+        else:
+            # Failing fatally each time is not the producer's doing (a fenced consumer's group
+            # metadata, say): the batch goes back to the consumer, which gets its own remedy.
+            self._rewind(batch)
             return
         # The transaction's own time (writes and commit, the model excluded) is what must stay well
         # inside kafka.transaction_timeout_s; ops/RELIABILITY.md quotes it from the batch's log line.
         self.driver.delivered(processed, started, time.monotonic() - produce_started)
 
-    def _commit(self, batch: list[Inbound], outgoing: list[Outgoing]) -> bool:
-        """One transaction for the batch's records and offsets; False if it was aborted and rewound."""
+    def _commit(self, batch: list[Inbound], outgoing: list[Outgoing]) -> Outcome:
+        """One transaction for the batch's records and offsets: committed, aborted and rewound (to be
+        consumed again), or failed fatally with a new producer ready for the same results."""
         try:
             self.producer.begin_transaction()
             for o in outgoing:
@@ -180,10 +241,10 @@ class TransactionalWorker:
                 log.error("send_offsets_to_transaction stuck for %.0f s; replacing the producer", STUCK_AFTER_S)
                 self.producer = self._new_producer()
                 self._rewind(batch)
-                return False
+                return Outcome.REWOUND
             self._retrying("commit_transaction", lambda: self.producer.commit_transaction(CALL_TIMEOUT_S))
             self.backoff.reset()
-            return True
+            return Outcome.COMMITTED
         except KafkaException as exc:
             error = exc.args[0]
             if error.fatal():
@@ -198,10 +259,12 @@ class TransactionalWorker:
                 return self._start_over(batch, abort_exc.args[0])
             self._rewind(batch)
             time.sleep(delay)
-            return False
+            return Outcome.REWOUND
 
-    def _start_over(self, batch: list[Inbound], error: KafkaError) -> bool:
-        """After a fatal transactional error: a new producer under the same id, and the batch again.
+    def _start_over(self, batch: list[Inbound], error: KafkaError) -> Outcome:
+        """After a fatal transactional error: a new producer under the same id, and the batch's
+        results written again with it (WRITE_AGAIN), or the batch consumed again (REWOUND) where a
+        partition of it was revoked meanwhile (its new owner starts from the committed offset).
 
         A broker lost mid-transaction can leave the producer unusable: its records time out while
         the partition's leadership moves, the coordinator aborts the transaction on its timeout,
@@ -213,11 +276,19 @@ class TransactionalWorker:
         if error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED):
             raise KafkaException(error)
         delay = self.backoff.next()
-        log.error("transaction failed (%s); a new producer redoes the batch in %.1f s", error.str(), delay)
+        keep = {(i.topic, i.partition) for i in batch} <= self.assigned
+        log.warning(
+            "transaction failed (%s); a new producer writes the batch's %s again in %.1f s",
+            error.str(),
+            "results" if keep else "documents (a partition was revoked: consumed and extracted)",
+            delay,
+        )
         self.producer = self._new_producer()
-        self._rewind(batch)
         time.sleep(delay)
-        return False
+        if keep:
+            return Outcome.WRITE_AGAIN
+        self._rewind(batch)
+        return Outcome.REWOUND
 
     def _produce(self, o: Outgoing) -> None:
         while True:
