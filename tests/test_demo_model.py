@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 from model.build import build_engine
 from model.config import DEFAULT_MODEL, EngineSettings
 from model.runner.loading import DEMO_MODEL_DIR, MANIFEST, _in_hub_cache, resolve_model_path
-from ops.eval.table import BASELINE, PRODUCT
+from ops.eval.table import BASELINE, LEXICON, PRODUCT
 from ops.train.demo_model import DemoPlan, build, export_best
 from ops.train.recipe import Recipe
 
@@ -70,10 +70,22 @@ def test_export_ships_the_best_snapshot_with_its_held_out_numbers(tmp_path: Path
     systems = manifest["evaluation"]["systems"]
     assert {PRODUCT, BASELINE} <= set(systems) and systems[PRODUCT]["documents"] == 3
     assert "seed=2" in manifest["evaluation"]["corpus"]
-    # The hand-written free-phrasing corpus is scored beside it, product and regex baseline.
-    assert set(manifest["evaluation"]["freeform"]["systems"]) == {PRODUCT, BASELINE}
-    assert "freeform.jsonl" in table
+    # The hand-written corpora are scored beside it, product and both baselines.
+    for corpus in ("freeform", "layouts"):
+        assert set(manifest["evaluation"][corpus]["systems"]) == {PRODUCT, BASELINE, LEXICON}
+        assert f"{corpus}.jsonl" in table
     assert (shipped / "EVAL.txt").read_text(encoding="utf-8") == table + "\n"
+
+
+def test_a_fine_tune_starts_from_a_trained_model_and_names_it(tmp_path: Path) -> None:
+    first = build(TINY_PLAN, tmp_path / "first", log=lambda _: None)
+    tuned = build(TINY_PLAN, tmp_path / "tuned", log=lambda _: None, init_from=first)
+    manifest = json.loads((tuned / MANIFEST).read_text())
+    assert manifest["fine_tuned_from"]["weights_sha256"] == json.loads((first / MANIFEST).read_text())["weights_sha256"]
+    # Its tokenizer is the trained model's, and training moved the weights on from there.
+    assert (tuned / "tokenizer.json").read_bytes() == (first / "tokenizer.json").read_bytes()
+    a, b = load_file(first / "model.safetensors"), load_file(tuned / "model.safetensors")
+    assert a.keys() == b.keys() and not all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_the_shipped_demo_model_is_small_and_says_what_it_reached() -> None:

@@ -2,7 +2,9 @@
 # Train the demo model on a lent GPU machine in one call of the device tool, within a time budget,
 # and bring the snapshots back under $OUT (the product, the export and the evaluation stay here).
 # The machine has torch, transformers, tokenizers and numpy; the training also imports faker,
-# msgspec and click: their wheels go in .whl/ (see the device tool's README, `pip download`).
+# msgspec and click: their wheels go in .whl/ (see the device tool's README, `pip download`), and
+# jieba (the open-vocabulary documents' names and places, ops/corpus/open_vocab.py), which PyPI
+# ships as a source archive only: copy its installed package folder to .whl/site/jieba/.
 #   ops/train/gpu_train_demo.sh SECONDS [demo-model build options: --batch-tokens --hidden --layers ...]
 # A probe of PROBE_STEPS steps turns SECONDS into a step count, so the cosine schedule ends inside
 # the budget (stopping a run early with --stop-after would leave the learning rate high).
@@ -14,6 +16,10 @@ if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
   export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
 fi
+if [ -d .whl/site ]; then
+  export PYTHONPATH=$PWD/.whl/site:${PYTHONPATH:-}
+fi
+python3 -c "import jieba" || { echo "jieba is missing: copy its package folder to .whl/site/jieba/" >&2; exit 1; }
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false PYTHONPATH=$PWD:${PYTHONPATH:-}
 out=${OUT:-/tmp/demo-out}
 mkdir -p "$out"
