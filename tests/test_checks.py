@@ -133,3 +133,18 @@ def test_a_short_document_with_nothing_to_find_is_not_an_empty_record(corpus) ->
     assert document_reasons(short, spans(short, {})) == []
     classify = msgspec.structs.replace(docs["freeform-job_ad-01"], task="classify")
     assert document_reasons(classify, {}) == []
+
+
+def test_a_contract_party_left_none_beside_an_unclaimed_name_is_reviewed(corpus) -> None:
+    """The demo model's answer to freeform-contract-01: both parties None, every other label right."""
+    docs, truth = corpus
+    doc = docs["freeform-contract-01"]
+    answered = {**{label: list(values) for label, values in truth[doc.doc_id].items()}, "甲方": [], "乙方": []}
+    reasons = document_reasons(doc, spans(doc, answered))
+    assert [(r.code, r.label) for r in reasons] == [
+        (ReviewCode.UNCLAIMED_VALUE, "甲方"),
+        (ReviewCode.UNCLAIMED_VALUE, "乙方"),
+    ]
+    assert [r.value for r in reasons] == ["周晓梅", "周晓梅"]  # 云栖, jieba's nr, is the company's word
+    # A doctor's name jieba splits as 潘/nr 建华/nz is still a person's name in the text.
+    assert "潘建华" in typed_mentions(docs["freeform-medical-08"].text)["person"]

@@ -8,7 +8,7 @@ construction; these checks look at the text instead (README "The gate"):
   (model/answers/words.py), and a person's name must not leave its surname or last character beside it;
 - `unclaimed_value` (per document): a phone, e-mail, date, amount or organisation the text writes
   (model/values/mentions.py), or a person's or organisation's name jieba tags (model/answers/words.py),
-  that no label took, while a label of that type answered `None`;
+  that no label took, while a label of that type (a party, 甲方/乙方: either name) answered `None`;
 - `empty_record` (per document): a document of substantial text whose labels are (nearly) all `None`.
 
 The document checks see the whole document's fields: for a document read in windows they run on
@@ -34,7 +34,7 @@ NAME_LABELS = frozenset({"甲方", "乙方", "签约地点", "工作地点", "�
 # Labels whose value may be a person's name, for the person rules.
 PARTY_LABELS = frozenset({"甲方", "乙方"})
 # Types whose mentions a label answering `None` leaves unclaimed.
-CLAIMABLE_TYPES = frozenset({*MENTIONED_TYPES, "person"})
+CLAIMABLE_TYPES = frozenset({*MENTIONED_TYPES, "person", "party"})
 # A document this long (characters, spaces aside) with labels to fill has values to find.
 SUBSTANTIAL_CHARS = 60
 # At most this share of its labels answered (rounded down) is a near-empty record, from three labels up.
@@ -90,7 +90,7 @@ def unclaimed_values(doc: Document, fields: Mapping[str, Sequence[Span]]) -> lis
     taken = [span.text for spans in fields.values() for span in spans]
     empty_by_type: dict[str, list[str]] = {}
     for label in doc.labels:
-        kind = doc.field_types.get(label)
+        kind = doc.field_types.get(label) or ("party" if label in PARTY_LABELS else None)
         if kind in CLAIMABLE_TYPES and not fields.get(label):
             empty_by_type.setdefault(kind, []).append(label)
     reasons = []
@@ -114,8 +114,11 @@ def typed_mentions(text: str) -> dict[str, tuple[str, ...]]:
     """The text's typed values (model/values/mentions.py) and the names jieba's tagger found."""
     found: dict[str, tuple[str, ...]] = dict(mentions(text))
     words = words_of(text)
-    found["person"] = words.persons
     found["organisation"] = tuple(dict.fromkeys((*found["organisation"], *words.organisations)))
+    # A "name" inside an organisation's (云栖 in 杭州云栖数智科技有限公司) is the organisation's word.
+    found["person"] = tuple(p for p in words.persons if not any(p in o for o in found["organisation"]))
+    # A contract's party is a person or a company.
+    found["party"] = (*found["person"], *found["organisation"])
     return found
 
 

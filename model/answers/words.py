@@ -91,8 +91,8 @@ def _persons(pairs: list[tuple[str, str]]) -> tuple[str, ...]:
     for (word, flag), (after, after_flag) in zip(pairs, [*pairs[1:], ("", "")], strict=True):
         if flag.startswith("nr") and 2 <= len(word) <= 4 and person_ok(word):
             found.append(word)
-        # An unknown name split in two: 宋/nr 志远/nrfg, 刘/zg 桂兰/ns are both seen; only the first kind is taken.
-        split = len(word) == 1 and flag.startswith("nr") and after_flag.startswith(("nr", "zg"))
+        # An unknown name split in two: 宋/nr 志远/nrfg, 潘/nr 建华/nz; 刘/zg 桂兰/ns is seen too, but not taken.
+        split = len(word) == 1 and flag.startswith("nr") and after_flag.startswith(("nr", "nz", "zg"))
         if split and 1 <= len(after) <= 2 and word in surnames() and person_ok(word + after):
             found.append(word + after)
     return tuple(dict.fromkeys(found))
