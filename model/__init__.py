@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from model.clock import ms_since, sum_timings
     from model.config import DEFAULT_MODEL, EngineSettings
     from model.engine import BatchResult, Engine, Extractor
-    from model.runner.loading import ModelNotFoundError
+    from model.runner.loading import ModelNotFoundError, resolve_model_path
     from model.runner.protocol import Generated, Passes, Request, Runner
     from model.windows.split import WindowSettings
 
@@ -39,6 +39,7 @@ _HOMES = {
     "Engine": "model.engine",
     "Extractor": "model.engine",
     "ModelNotFoundError": "model.runner.loading",
+    "resolve_model_path": "model.runner.loading",
     "Generated": "model.runner.protocol",
     "Passes": "model.runner.protocol",
     "Request": "model.runner.protocol",
@@ -61,6 +62,7 @@ __all__ = [
     "build_engine",
     "build_runner",
     "ms_since",
+    "resolve_model_path",
     "sum_timings",
 ]
 

@@ -34,7 +34,7 @@ WAVE = 60
 
 
 def measure(bootstrap: str, delivery: str, instance_id: str, root: Path, overrides: dict[str, str]) -> dict:
-    from model.runner.loading import resolve_model_path
+    from model import resolve_model_path
 
     model_dir, _ = resolve_model_path(EngineSettings().path)
     root.mkdir(parents=True, exist_ok=True)
