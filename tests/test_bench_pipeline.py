@@ -51,3 +51,7 @@ def test_one_small_run_accounts_for_every_document(kafka_bootstrap, tmp_path) ->
     for path in summary["plots"]:
         assert Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| batch-4 | 4 | 5 | burst |" in report_markdown(summary)
+    # The engine alone, same documents, same run: the pipeline's share of it is measured, not guessed.
+    (alone,) = summary["engine_alone"]
+    assert alone["max_documents"] == 4 and alone["engine_per_s"] > 0 and alone["pipeline_share"] > 0
+    assert "through Kafka / engine alone" in report_markdown(summary)

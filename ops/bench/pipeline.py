@@ -15,6 +15,10 @@ The naive design is the same worker with `SEQSTREAM_BATCH__MAX_DOCUMENTS=1`: one
 one `generate()` call (each sample document fits one prompt of <= 6 labels), its outputs written
 and acknowledged, its offset committed, then the next. Everything else (code, model, broker) is
 identical, so the ratio isolates micro-batching.
+
+Beside every burst run, the engine alone (in this process, no broker) extracts the same documents
+in batches of the run's bound, after the worker has stopped: the share of the engine's own rate that
+the pipeline keeps is measured in the same run, on the same machine.
 """
 
 from __future__ import annotations
@@ -223,6 +227,7 @@ def run_benchmark(plan: BenchPlan, out_dir: Path, bootstrap: str | None, echo=pr
         broker = KafkaBroker(work / "kafka")
         bootstrap = broker.start()
     results: list[RunResult] = []
+    alone: dict[int, float] = {}
     load_before = os.getloadavg()
     try:
         burst = []
@@ -241,6 +246,8 @@ def run_benchmark(plan: BenchPlan, out_dir: Path, bootstrap: str | None, echo=pr
                 )
             )
             echo(f"  {burst[-1].throughput_per_s:.2f} docs/s, P95 {burst[-1].percentile(95):.2f} s")
+            alone[size] = engine_alone(plan, model_dir, _corpus(plan.documents, plan.seed, config.name), size)
+            echo(f"  the engine alone, same documents, batches of {size}: {alone[size]:.2f} docs/s")
         results += burst
         rate = plan.rate_per_s
         if rate is None:
@@ -268,7 +275,7 @@ def run_benchmark(plan: BenchPlan, out_dir: Path, bootstrap: str | None, echo=pr
         if broker is not None:
             broker.stop()
         shutil.rmtree(work, ignore_errors=True)
-    summary = summarise(plan, results, vocab)
+    summary = summarise(plan, results, vocab, alone)
     # Other processes on the machine change every number here; the report says how busy it was.
     summary["machine"] = {"cpus": os.cpu_count(), "load_before": load_before, "load_after": os.getloadavg()}
     (out_dir / "bench_pipeline.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -278,7 +285,22 @@ def run_benchmark(plan: BenchPlan, out_dir: Path, bootstrap: str | None, echo=pr
     return summary
 
 
-def summarise(plan: BenchPlan, results: list[RunResult], vocab: int) -> dict:
+def engine_alone(plan: BenchPlan, model_dir: Path, docs: list[dict], batch: int) -> float:
+    """Docs/s of the engine the worker runs, in this process, over `docs` in batches of `batch`
+    (after a warm-up on the first batch): what the pipeline would reach if Kafka cost nothing."""
+    from model import EngineSettings, build_engine
+    from schemas.decode import decode_document
+
+    engine = build_engine(EngineSettings(path=str(model_dir), engine=plan.engine, max_new_tokens=plan.max_new_tokens))
+    documents = [decode_document(msgspec.json.encode(d), 1 << 20) for d in docs]
+    engine.extract(documents[:batch])
+    started = time.perf_counter()
+    for start in range(0, len(documents), batch):
+        engine.extract(documents[start : start + batch])
+    return len(documents) / (time.perf_counter() - started)
+
+
+def summarise(plan: BenchPlan, results: list[RunResult], vocab: int, alone: dict[int, float] | None = None) -> dict:
     """The naive run (one document per batch) against ours: the largest batch bound of the plan (the
     default plan's 32 is the product's default), both in burst, so both run at capacity."""
     burst = [r for r in results if r.config.rate_per_s is None]
@@ -308,6 +330,16 @@ def summarise(plan: BenchPlan, results: list[RunResult], vocab: int) -> dict:
         "naive": naive.config.name if naive else None,
         "ours": ours.config.name if ours else None,
         "throughput_ratio": ours.throughput_per_s / naive.throughput_per_s if naive and ours else None,
+        # Per burst bound: the engine alone on the same documents, and the share of it the pipeline kept.
+        "engine_alone": [
+            {
+                "max_documents": r.config.max_documents,
+                "engine_per_s": (alone or {})[r.config.max_documents],
+                "pipeline_share": r.throughput_per_s / (alone or {})[r.config.max_documents],
+            }
+            for r in burst
+            if r.config.max_documents in (alone or {})
+        ],
     }
 
 
@@ -328,6 +360,16 @@ def report_markdown(summary: dict) -> str:
             "",
             f"Throughput, {summary['ours']} over {summary['naive']} (naive), same run: "
             f"**{summary['throughput_ratio']:.1f}x**",
+        ]
+    if summary.get("engine_alone"):
+        lines += [
+            "",
+            "| max docs/batch | engine alone docs/s | through Kafka / engine alone |",
+            "| ---: | ---: | ---: |",
+        ]
+        lines += [
+            f"| {a['max_documents']} | {a['engine_per_s']:.2f} | {a['pipeline_share']:.2f}x |"
+            for a in summary["engine_alone"]
         ]
     for name in (summary["naive"], summary["ours"]):
         run = next((r for r in summary["runs"] if r["name"] == name), None)
