@@ -228,6 +228,8 @@ class Constrainer:
 
     def __init__(self, vocab: TokenBytes, eos_id: int, device: torch.device) -> None:
         self.vocab = vocab
+        # The name the product's Constrainer gives the vocabulary's bytes: the extraction flow reads it.
+        self.tokens = vocab
         self.eos_id = eos_id
         self.device = device
         # The validation loop asks again for the documents of the batch in hand: index each once.
