@@ -31,10 +31,10 @@ from ops.stress.worker_process import (
 )
 from streams.flow.routing import Inbound
 from streams.kafka.acls import worker_acl_bindings
+from streams.kafka.checkpoint import first_offsets, next_offsets
 from streams.kafka.clients import produce_lines
 from streams.kafka.topics import create_topics
 from streams.settings import load_settings, transactional_id
-from streams.workers.transactional import first_offsets, next_offsets
 
 pytestmark = pytest.mark.kafka
 

@@ -301,7 +301,7 @@ def sink_postgres(ctx: click.Context, dsn: str | None) -> None:
         settings.sink.dsn = dsn
     stop = _stop_on_signals()
     sink = FieldsSink(settings)
-    server = SinkMetricsServer.start(settings, lambda: {(sink.topic, p) for p in set(sink.assigned)})
+    server = SinkMetricsServer.start(settings, lambda: set(sink.checkpoint.assigned))
     try:
         sink.run(stop)
     except psycopg.Error as exc:  # unreachable, refused, not allowed: the server's words, not a traceback

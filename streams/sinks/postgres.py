@@ -35,6 +35,7 @@ from psycopg import sql
 
 from schemas.messages import SCHEMA_VERSION, DeadLetter, ErrorCode, FieldRecord
 from streams import metrics
+from streams.kafka.checkpoint import Checkpoint, next_offsets
 from streams.kafka.clients import client_config
 from streams.kafka.membership import membership
 from streams.settings import Settings
@@ -220,14 +221,6 @@ def plan_batch(messages: Iterable[FieldsMessage]) -> Plan:
     )
 
 
-def next_offsets(messages: Iterable[FieldsMessage]) -> dict[tuple[str, int], int]:
-    """One past the last message of each partition: where to resume."""
-    last: dict[tuple[str, int], int] = {}
-    for m in messages:
-        last[(m.topic, m.partition)] = max(last.get((m.topic, m.partition), -1), m.offset + 1)
-    return last
-
-
 class DeliveryFailed(Exception):
     """A dead letter the broker did not acknowledge: the poll must not be marked done."""
 
@@ -250,7 +243,7 @@ class FieldsSink:
             }
         )
         self.conn: psycopg.Connection | None = None
-        self.assigned: set[int] = set()
+        self.checkpoint = Checkpoint(self.consumer)
         self.applied = 0
 
     def _new_consumer(self) -> Consumer:
@@ -288,8 +281,8 @@ class FieldsSink:
         )
         with contextlib.suppress(KafkaException, RuntimeError):
             self.consumer.close()
-        self.assigned = set()
         self.consumer = self._new_consumer()
+        self.checkpoint = Checkpoint(self.consumer)
         self._subscribe()
 
     # -- the database
@@ -324,11 +317,11 @@ class FieldsSink:
             rows = conn.execute(self._sql(LOCK_OFFSETS), (topics, parts)).fetchall()
         return {part: offset for _, part, offset in rows}
 
-    def apply(self, messages: Sequence[FieldsMessage]) -> dict[tuple[str, int], int]:
+    def apply(self, messages: Sequence[FieldsMessage]) -> list[TopicPartition]:
         """One transaction: the rows, the dead letters' delivery, the next offsets. Returns those offsets."""
         conn = self.connection()
         resume = next_offsets(messages)
-        topics, parts = [t for t, _ in resume], [p for _, p in resume]
+        topics, parts = [tp.topic for tp in resume], [tp.partition for tp in resume]
         with conn.transaction():
             done = {(t, p): o for t, p, o in conn.execute(self._sql(LOCK_OFFSETS), (topics, parts)).fetchall()}
             fresh = [m for m in messages if m.offset >= done.get((m.topic, m.partition), 0)]
@@ -339,7 +332,7 @@ class FieldsSink:
                     self._sql(DELETE),
                     ([d.doc_id for d in plan.deletes], [d.source.offset for d in plan.deletes]),
                 )
-            conn.execute(self._sql(STORE_OFFSETS), (topics, parts, list(resume.values())))
+            conn.execute(self._sql(STORE_OFFSETS), (topics, parts, [tp.offset for tp in resume]))
             # Acknowledged before the commit: a crash between the two repeats a dead letter (find it
             # by source_topic/partition/offset), never loses one.
             self._send_dead_letters(rejected)
@@ -418,7 +411,7 @@ class FieldsSink:
         try:
             while not stop.is_set():
                 messages = self._poll()
-                waiting.check(bool(self.assigned), time.monotonic())
+                waiting.check(bool(self.checkpoint.assigned), time.monotonic())
                 if not messages:
                     continue
                 try:
@@ -427,7 +420,7 @@ class FieldsSink:
                     # The transaction rolled back (or never began): the same messages again, later.
                     log.warning("poll not applied (%s); retrying in %.1f s", exc, pause)
                     self._discard_connection()
-                    self._rewind(messages)
+                    self.checkpoint.rewind(messages)
                     stop.wait(pause)
                     pause = min(pause * 2, RETRY_PAUSE_MAX_S)
                     continue
@@ -461,30 +454,16 @@ class FieldsSink:
         for tp in partitions:
             tp.offset = stored[tp.partition]
         consumer.assign(partitions)
-        self.assigned = {tp.partition for tp in partitions}
+        self.checkpoint.assign(partitions)
         log.info("assigned %s from the database's offsets %s", self.topic, dict(sorted(stored.items())))
 
     def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Nothing in flight: each poll commits before the next, where rebalances happen.
-        self.assigned -= {tp.partition for tp in partitions}
+        self.checkpoint.revoke(partitions)
 
-    def _rewind(self, messages: Sequence[FieldsMessage]) -> None:
-        first: dict[int, int] = {}
-        for m in messages:
-            first[m.partition] = min(first.get(m.partition, m.offset), m.offset)
-        for partition, offset in first.items():
-            if partition in self.assigned:
-                try:
-                    self.consumer.seek(TopicPartition(self.topic, partition, offset))
-                except KafkaException as exc:
-                    log.warning("could not rewind %s[%d]: %s", self.topic, partition, exc)
-
-    def _commit_for_lag(self, resume: dict[tuple[str, int], int]) -> None:
-        offsets = [TopicPartition(t, p, o) for (t, p), o in resume.items() if p in self.assigned]
-        if not offsets:
-            return
+    def _commit_for_lag(self, resume: list[TopicPartition]) -> None:
         try:
-            self.consumer.commit(offsets=offsets, asynchronous=True)
+            self.checkpoint.commit(resume)
         except KafkaException as exc:  # lag monitoring only: the database holds the real offsets
             log.debug("lag commit failed: %s", exc)
 

@@ -20,7 +20,7 @@ import enum
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from confluent_kafka import (
@@ -36,6 +36,7 @@ from confluent_kafka import (
 from streams.flow.driver import BatchDriver, Consumed
 from streams.flow.pipeline import Pipeline
 from streams.flow.routing import Inbound, Outgoing
+from streams.kafka.checkpoint import Checkpoint, next_offsets
 from streams.kafka.clients import client_config
 from streams.kafka.membership import membership
 from streams.kafka.replication import Backoff
@@ -65,24 +66,6 @@ class Outcome(enum.Enum):
     WRITE_AGAIN = "write again"
 
 
-def next_offsets(batch: Sequence[Inbound]) -> list[TopicPartition]:
-    """The offsets to commit for a batch: one past the last message of each partition."""
-    last: dict[tuple[str, int], int] = {}
-    for inbound in batch:
-        key = (inbound.topic, inbound.partition)
-        last[key] = max(last.get(key, -1), inbound.offset)
-    return [TopicPartition(topic, partition, offset + 1) for (topic, partition), offset in sorted(last.items())]
-
-
-def first_offsets(batch: Sequence[Inbound]) -> list[TopicPartition]:
-    """Where to rewind to when a batch's transaction is aborted: its first message per partition."""
-    first: dict[tuple[str, int], int] = {}
-    for inbound in batch:
-        key = (inbound.topic, inbound.partition)
-        first[key] = min(first.get(key, inbound.offset), inbound.offset)
-    return [TopicPartition(topic, partition, offset) for (topic, partition), offset in sorted(first.items())]
-
-
 class TransactionalWorker:
     def __init__(self, settings: Settings, pipeline: Pipeline) -> None:
         self.settings = settings
@@ -90,9 +73,9 @@ class TransactionalWorker:
         # Static membership: restarted, it takes its partitions back at once (streams/kafka/membership.py).
         self.membership = membership(settings.kafka.group_instance_id, settings.worker.app_id)
         self.consumer = self._new_consumer()
+        self.checkpoint = Checkpoint(self.consumer)
         self.producer = self._new_producer()
         self.driver = BatchDriver(pipeline, settings.topics, settled="committed", writing="transaction")
-        self.assigned: set[tuple[str, int]] = set()
         # While brokers are short (NOT_ENOUGH_REPLICAS) a batch fails to commit again and again:
         # a growing pause between tries instead of redoing it at once (streams/kafka/replication.py).
         # Short at most: each try already waits on the broker, and a long pause would outlast it.
@@ -136,8 +119,8 @@ class TransactionalWorker:
         )
         with contextlib.suppress(KafkaException, RuntimeError):
             self.consumer.close()
-        self.assigned = set()
         self.consumer = self._new_consumer()
+        self.checkpoint = Checkpoint(self.consumer)
 
     def _new_producer(self) -> Producer:
         """A producer whose init_transactions fenced every earlier one with this transactional id
@@ -156,7 +139,7 @@ class TransactionalWorker:
 
     def run(self, stop: threading.Event) -> None:
         """Until `stop` is set: finishes the batch in hand, then closes (static: its place waits)."""
-        server = OperationsServer.start(self.settings, self.pipeline, lambda: set(self.assigned))
+        server = OperationsServer.start(self.settings, self.pipeline, lambda: set(self.checkpoint.assigned))
         log.info(
             "exactly-once worker ready (transactional id %s, group instance %s)",
             transactional_id(self.settings.worker),
@@ -175,12 +158,12 @@ class TransactionalWorker:
             self.membership.release()
 
     def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self.assigned = {(tp.topic, tp.partition) for tp in partitions}
-        log.info("assigned %s", sorted(self.assigned))
+        self.checkpoint.assign(partitions)
+        log.info("assigned %s", sorted(self.checkpoint.assigned))
 
     def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Nothing is in flight here: each batch commits before the next poll, where rebalances happen.
-        self.assigned -= {(tp.topic, tp.partition) for tp in partitions}
+        self.checkpoint.revoke(partitions)
 
     def _next_batch(self) -> list[Inbound]:
         """Wait up to a second for one message, then at most the batch window for the rest."""
@@ -218,7 +201,7 @@ class TransactionalWorker:
         else:
             # Failing fatally each time is not the producer's doing (a fenced consumer's group
             # metadata, say): the batch goes back to the consumer, which gets its own remedy.
-            self._rewind(batch)
+            self.checkpoint.rewind(batch)
             return
         # The transaction's own time (writes and commit, the model excluded) is what must stay well
         # inside kafka.transaction_timeout_s; ops/RELIABILITY.md quotes it from the batch's log line.
@@ -240,7 +223,7 @@ class TransactionalWorker:
                 # Abandon that producer: a new one fences it and aborts its transaction.
                 log.error("send_offsets_to_transaction stuck for %.0f s; replacing the producer", STUCK_AFTER_S)
                 self.producer = self._new_producer()
-                self._rewind(batch)
+                self.checkpoint.rewind(batch)
                 return Outcome.REWOUND
             self._retrying("commit_transaction", lambda: self.producer.commit_transaction(CALL_TIMEOUT_S))
             self.backoff.reset()
@@ -257,7 +240,7 @@ class TransactionalWorker:
                 if not abort_exc.args[0].fatal():
                     raise
                 return self._start_over(batch, abort_exc.args[0])
-            self._rewind(batch)
+            self.checkpoint.rewind(batch)
             time.sleep(delay)
             return Outcome.REWOUND
 
@@ -276,7 +259,7 @@ class TransactionalWorker:
         if error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED):
             raise KafkaException(error)
         delay = self.backoff.next()
-        keep = {(i.topic, i.partition) for i in batch} <= self.assigned
+        keep = {(i.topic, i.partition) for i in batch} <= self.checkpoint.assigned
         log.warning(
             "transaction failed (%s); a new producer writes the batch's %s again in %.1f s",
             error.str(),
@@ -287,7 +270,7 @@ class TransactionalWorker:
         time.sleep(delay)
         if keep:
             return Outcome.WRITE_AGAIN
-        self._rewind(batch)
+        self.checkpoint.rewind(batch)
         return Outcome.REWOUND
 
     def _produce(self, o: Outgoing) -> None:
@@ -311,15 +294,6 @@ class TransactionalWorker:
                 delay = backoff.next()
                 log.warning("%s: %s; trying again in %.1f s", what, exc.args[0].str(), delay)
                 time.sleep(delay)
-
-    def _rewind(self, batch: list[Inbound]) -> None:
-        for tp in first_offsets(batch):
-            if (tp.topic, tp.partition) not in self.assigned:
-                continue  # revoked meanwhile: its new owner starts from the committed offset
-            try:
-                self.consumer.seek(tp)
-            except KafkaException as exc:
-                log.warning("could not rewind %s[%d]: %s", tp.topic, tp.partition, exc)
 
 
 def _within(seconds: float, call: Callable[[], None]) -> bool:
