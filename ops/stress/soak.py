@@ -24,7 +24,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaError, Producer
 
 from ops.demo.samples import sample_documents
-from streams.kafka.clients import client_config
+from streams.kafka.clients import client_config, polled_messages
 from streams.kafka.topics import create_topics
 from streams.settings import Settings, settings_environ
 
@@ -246,6 +246,10 @@ def _reader(settings: Settings, run: str) -> Consumer:
     return consumer
 
 
+def _fail(error: KafkaError) -> None:
+    raise RuntimeError(error)
+
+
 def _read(
     consumer: Consumer,
     answers: Counter[bytes],
@@ -253,11 +257,7 @@ def _read(
     dead_letter_codes: Counter[str] | None = None,
     dead_letter_topic: str = "",
 ) -> None:
-    for message in consumer.consume(1000, timeout=0.5):
-        if message.error():
-            if message.error().code() != KafkaError._PARTITION_EOF:
-                raise RuntimeError(message.error())
-            continue
+    for message in polled_messages(consumer.consume(1000, timeout=0.5), _fail):
         # Records are keyed by doc_id; earlier runs' records on the same topics are not ours.
         if message.key() in wanted:
             first = not answers[message.key()]

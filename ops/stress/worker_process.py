@@ -25,7 +25,7 @@ from confluent_kafka import Consumer, KafkaError
 
 from ops.demo.samples import sample_documents
 from ops.stress.soak import rss_bytes
-from streams.kafka.clients import client_config
+from streams.kafka.clients import client_config, polled_messages
 from streams.settings import Settings, load_settings
 
 
@@ -224,6 +224,10 @@ _quiet_logger.addHandler(logging.NullHandler())
 _quiet_logger.propagate = False
 
 
+def _fail(error: KafkaError) -> None:
+    raise AssertionError(error)
+
+
 class OutputReader:
     """read_committed, like every reader of ours: an aborted transaction's records are never seen;
     `read_uncommitted` shows them too (what a careless consumer of an exactly-once worker would get)."""
@@ -256,11 +260,7 @@ class OutputReader:
                 )
             if worker is not None:
                 worker.assert_alive()
-            for message in self.consumer.consume(500, timeout=1.0):
-                if message.error():
-                    if message.error().code() == KafkaError._PARTITION_EOF:
-                        continue
-                    raise AssertionError(message.error())
+            for message in polled_messages(self.consumer.consume(500, timeout=1.0), _fail):
                 self.outputs.records[message.topic()].append(msgspec.json.decode(message.value()))
                 self.outputs.keys[message.topic()].append(message.key())
         return self.outputs

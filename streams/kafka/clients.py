@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
 from tqdm import tqdm
@@ -23,6 +23,33 @@ def client_config(settings: Settings) -> dict[str, object]:
         **librdkafka_security(settings.kafka),
         "logger": CLIENT_LOG,
     }
+
+
+def _raise(error: KafkaError) -> None:
+    raise KafkaException(error)
+
+
+def polled_messages(polled: Iterable[Message | None], on_error: Callable[[KafkaError], None] = _raise) -> list[Message]:
+    """The messages among what `poll` or `consume` returned: the end-of-partition events librdkafka
+    reports as messages are dropped, any other error goes to `on_error` (by default, raised)."""
+    messages = []
+    for message in polled:
+        if message is None:
+            continue
+        error = message.error()
+        if error is None:
+            messages.append(message)
+        elif error.code() != KafkaError._PARTITION_EOF:
+            on_error(error)
+    return messages
+
+
+def fatal_error(polled: Iterable[Message | None]) -> KafkaError | None:
+    """The first fatal error among what `poll` or `consume` returned: the client is unusable then."""
+    for message in polled:
+        if message is not None and message.error() is not None and message.error().fatal():
+            return message.error()
+    return None
 
 
 def produce_lines(
@@ -89,17 +116,13 @@ def consume(
     last = time.monotonic()
     try:
         while max_messages is None or seen < max_messages:
-            message = consumer.poll(0.5)
-            if message is None:
+            polled = polled_messages([consumer.poll(0.5)])
+            if not polled:
                 if idle_timeout is not None and time.monotonic() - last > idle_timeout:
                     return
                 continue
-            if message.error():
-                if message.error().code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise KafkaException(message.error())
             last = time.monotonic()
             seen += 1
-            yield message
+            yield polled[0]
     finally:
         consumer.close()

@@ -36,7 +36,7 @@ from psycopg import sql
 from schemas.messages import SCHEMA_VERSION, DeadLetter, ErrorCode, FieldRecord
 from streams import metrics
 from streams.kafka.checkpoint import Checkpoint, next_offsets
-from streams.kafka.clients import client_config
+from streams.kafka.clients import client_config, fatal_error, polled_messages
 from streams.kafka.membership import membership
 from streams.settings import Settings
 
@@ -436,17 +436,13 @@ class FieldsSink:
 
     def _poll(self) -> list[FieldsMessage]:
         polled = self.consumer.consume(self.settings.sink.max_records, timeout=self.settings.sink.poll_timeout_s)
-        messages = []
-        for m in polled:
-            if m.error() and m.error().fatal():
-                self._replace_consumer(m.error())
-                return []
-            if m.error():
-                if m.error().code() != KafkaError._PARTITION_EOF:
-                    log.warning("consumer: %s", m.error().str())
-                continue
-            messages.append(FieldsMessage(m.topic(), m.partition(), m.offset(), m.key(), m.value()))
-        return messages
+        if (fatal := fatal_error(polled)) is not None:
+            self._replace_consumer(fatal)
+            return []
+        return [
+            FieldsMessage(m.topic(), m.partition(), m.offset(), m.key(), m.value())
+            for m in polled_messages(polled, lambda error: log.warning("consumer: %s", error.str()))
+        ]
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # The database, not the group's commits, says where each partition resumes.

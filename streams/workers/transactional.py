@@ -37,7 +37,7 @@ from streams.flow.driver import BatchDriver, Consumed
 from streams.flow.pipeline import Pipeline
 from streams.flow.routing import Inbound, Outgoing
 from streams.kafka.checkpoint import Checkpoint, next_offsets
-from streams.kafka.clients import client_config
+from streams.kafka.clients import client_config, fatal_error, polled_messages
 from streams.kafka.membership import membership
 from streams.kafka.replication import Backoff
 from streams.observe.operations_http import OperationsServer
@@ -174,16 +174,11 @@ class TransactionalWorker:
         window_s = self.settings.batch.window_ms / 1000
         rest = self.consumer.consume(self.settings.batch.max_documents - 1, timeout=window_s)
         rest_fetched_at = time.monotonic()
-        consumed = []
-        for message, fetched_at in [(first, first_fetched_at), *((m, rest_fetched_at) for m in rest)]:
-            if message.error() and message.error().fatal():
-                self._replace_consumer(message.error())
-                return []
-            if message.error():
-                if message.error().code() != KafkaError._PARTITION_EOF:
-                    log.warning("consumer: %s", message.error().str())
-                continue
-            consumed.append(_consumed(message, fetched_at))
+        if (fatal := fatal_error([first, *rest])) is not None:
+            self._replace_consumer(fatal)
+            return []
+        consumed = [_consumed(m, first_fetched_at) for m in polled_messages([first], _warn)]
+        consumed += [_consumed(m, rest_fetched_at) for m in polled_messages(rest, _warn)]
         return self.driver.inbounds(consumed)
 
     def _process(self, batch: list[Inbound]) -> None:
@@ -315,6 +310,10 @@ def _within(seconds: float, call: Callable[[], None]) -> bool:
     if failure:
         raise failure[0]
     return True
+
+
+def _warn(error: KafkaError) -> None:
+    log.warning("consumer: %s", error.str())
 
 
 def _consumed(message: Message, fetched_at: float) -> Consumed:
