@@ -29,10 +29,10 @@ from ops.stress.worker_process import (
     report,
     sample_messages,
 )
-from streams.flow.routing import Inbound
 from streams.kafka.acls import worker_acl_bindings
 from streams.kafka.checkpoint import first_offsets, next_offsets
 from streams.kafka.clients import produce_lines
+from streams.kafka.inbound import Inbound
 from streams.kafka.topics import create_topics
 from streams.settings import load_settings, transactional_id
 

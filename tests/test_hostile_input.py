@@ -22,8 +22,8 @@ from ops.stress.hostile import hostile_messages, seeded_hostile_messages
 from ops.stress.worker_process import OutputReader, WorkerProcess, isolated_settings, report
 from schemas.decode import salvage_doc_id
 from streams.flow.pipeline import Pipeline
-from streams.flow.routing import Inbound
 from streams.kafka.clients import produce_lines
+from streams.kafka.inbound import Inbound
 from streams.kafka.topics import create_topics
 from streams.settings import BatchSettings, Settings
 

@@ -39,11 +39,11 @@ from schemas.messages import (
     Timings,
 )
 from streams.kafka.clients import client_config, consume
+from streams.kafka.inbound import Inbound
 from streams.kafka.topics import create_topics
 from streams.settings import Settings, load_settings
 from streams.sinks.postgres import (
     WAITING_NOTICE_AFTER_S,
-    FieldsMessage,
     FieldsSink,
     WaitingForPartitions,
     plan_batch,
@@ -131,8 +131,8 @@ def job_ad_record(doc_id: str) -> bytes:
 
 
 def test_a_poll_keeps_each_documents_latest_message_and_rejects_what_is_no_field_record() -> None:
-    def m(offset: int, key: bytes | None, value: bytes | None, partition: int = 0) -> FieldsMessage:
-        return FieldsMessage("fields", partition, offset, key, value)
+    def m(offset: int, key: bytes | None, value: bytes | None, partition: int = 0) -> Inbound:
+        return Inbound("fields", partition, offset, key, value, NOW, time.monotonic())
 
     plan = plan_batch(
         [
@@ -369,7 +369,7 @@ def test_an_older_offset_never_replaces_a_row_and_a_poll_applied_twice_changes_n
     # What a sink that lost its partition mid-poll (a zombie) would write: the old record again,
     # then a poll from before the stored offset. The database refuses both, as it must.
     sink = FieldsSink(settings)
-    stale = FieldsMessage(settings.topics.fields, partition, offset - 1, b"d", field_record("d", 1))
+    stale = Inbound(settings.topics.fields, partition, offset - 1, b"d", field_record("d", 1), NOW, time.monotonic())
     sink.apply([stale])
     assert sink.applied == 0, "a message below the stored offset was applied again"
     assert query(settings, "SELECT record->'metadata'->>'version' FROM doc_fields") == [("2",)]

@@ -20,7 +20,7 @@ from ops.demo.samples import sample_documents
 from schemas.decode import decode_document
 from schemas.messages import AuditRecord, DeadLetter, ErrorCode, FieldRecord, ReviewCode, ReviewRecord
 from streams.flow.pipeline import Pipeline
-from streams.flow.routing import Inbound
+from streams.kafka.inbound import Inbound
 from streams.settings import BatchSettings, Settings, WorkerSettings
 
 WINDOW_TOKENS = 96

@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -251,8 +252,9 @@ def audit(ctx: click.Context, doc_id: str, idle_timeout: float, raw_json: bool) 
 @click.pass_context
 def extract(ctx: click.Context, file: Path, output: Path | None) -> None:
     """Run the engine on a JSONL file of raw documents, with no Kafka: JSONL in, JSONL out."""
-    from streams.flow.driver import BatchDriver, Consumed
+    from streams.flow.driver import BatchDriver
     from streams.flow.pipeline import Pipeline
+    from streams.kafka.inbound import Inbound
 
     settings = _settings(ctx)
     driver = BatchDriver(Pipeline(engine_for(settings), settings), settings.topics, settled="written")
@@ -264,9 +266,10 @@ def extract(ctx: click.Context, file: Path, output: Path | None) -> None:
         for start in range(0, len(lines), size):
             started = time.monotonic()
             chunk = lines[start : start + size]
-            batch = driver.inbounds(
-                Consumed(str(file), 0, start + i, None, line, fetched_at) for i, line in enumerate(chunk)
-            )
+            received_at = datetime.now(UTC)
+            batch = [
+                Inbound(str(file), 0, start + i, None, line, received_at, fetched_at) for i, line in enumerate(chunk)
+            ]
             processed = driver.process(batch)
             for out in processed.outgoing:
                 record = {"topic": out.topic, "record": json.loads(out.value)}

@@ -1,15 +1,16 @@
 """The one path a micro-batch takes, whoever drives it: the Faust agent (streams/workers/faust_app.py), the
 exactly-once worker (streams/workers/transactional.py) and `seqstream extract` (streams/cli/main.py).
 
-A driver fetches messages and hands them over as `Consumed`; from there every mode goes the same way:
+A driver fetches messages and hands them over as `Inbound`s (streams/kafka/inbound.py), each keeping
+when it was fetched, so its queue time counts, and when its batch was taken; from there every mode
+goes the same way:
 
-1. `inbounds`: the batch as `Inbound`s, each keeping when it was fetched, so its queue time counts;
-2. `process`: the pipeline, on the model thread, and the metrics of what it measured;
-3. the driver writes the outputs and, once the broker acknowledged all of them, acknowledges the
+1. `process`: the pipeline, on the model thread, and the metrics of what it measured;
+2. the driver writes the outputs and, once the broker acknowledged all of them, acknowledges the
    input offsets (Faust acks, a transaction commits, a file is written): only this differs by mode;
-4. `delivered`: the output and input counts, the produce stage and the batch's log line.
+3. `delivered`: the output and input counts, the produce stage and the batch's log line.
 
-Steps 1, 2 and 4 are the same calls in every mode, so a look-ahead (preparing the next batch while
+Steps 1 and 3 are the same calls in every mode, so a look-ahead (preparing the next batch while
 this one decodes, its offsets still acknowledged only after its own outputs) changes what happens
 between them here and in the drivers' loops, not three copies of the steps.
 """
@@ -18,29 +19,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
-from typing import NamedTuple
+from collections.abc import Sequence
 
 from streams import metrics
 from streams.flow.pipeline import Pipeline, ProcessedBatch
-from streams.flow.routing import Inbound, outcome_of_topic
+from streams.flow.routing import outcome_of_topic
+from streams.kafka.inbound import Inbound
 from streams.settings import TopicSettings
 
 log = logging.getLogger(__name__)
-
-
-class Consumed(NamedTuple):
-    """A message as any consumer fetched it; `fetched_at` is `time.monotonic()` at the fetch,
-    `timestamp` the broker's timestamp of the message (None where there is none)."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    fetched_at: float
-    timestamp: datetime | None = None
 
 
 class BatchDriver:
@@ -53,13 +40,6 @@ class BatchDriver:
         self.outcome_of = outcome_of_topic(topics)
         self.settled = settled
         self.writing = writing
-
-    def inbounds(self, consumed: Iterable[Consumed]) -> list[Inbound]:
-        received_at = datetime.now(UTC)
-        return [
-            Inbound(*message[:5], received_at=received_at, fetched_at=message.fetched_at, timestamp=message.timestamp)
-            for message in consumed
-        ]
 
     def process(self, batch: Sequence[Inbound]) -> ProcessedBatch:
         """The pipeline on one batch (on the model thread), and the metrics of the work it did.

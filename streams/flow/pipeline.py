@@ -20,7 +20,6 @@ from schemas.decode import DocumentError, decode_document
 from schemas.messages import Document, ErrorCode, Processing, Timings
 from streams.flow.batching import Failed, run_isolated
 from streams.flow.routing import (
-    Inbound,
     Outgoing,
     audit_trail,
     dead_letter,
@@ -28,6 +27,7 @@ from streams.flow.routing import (
     route_failure,
     route_rejection,
 )
+from streams.kafka.inbound import Inbound
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)

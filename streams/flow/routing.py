@@ -29,27 +29,10 @@ from schemas.messages import (
     ReviewRecord,
     TokenTrace,
 )
+from streams.kafka.inbound import Inbound
 from streams.settings import TopicSettings
 
 _encoder = msgspec.json.Encoder()
-
-
-@dataclass(frozen=True)
-class Inbound:
-    """A raw-topic message as it arrived, before any decoding."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    received_at: datetime
-    # `time.monotonic()` when the consumer handed the message over: its queue time runs from here to
-    # the start of its batch.
-    fetched_at: float
-    # The broker's timestamp of the message (the producer's create time, or the log append time where
-    # the topic says so); None where there is none (a file read by `seqstream extract`).
-    timestamp: datetime | None = None
 
 
 @dataclass(frozen=True)

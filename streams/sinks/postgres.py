@@ -26,7 +26,6 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import NamedTuple
 
 import msgspec
 import psycopg
@@ -37,6 +36,7 @@ from schemas.messages import SCHEMA_VERSION, DeadLetter, ErrorCode, FieldRecord
 from streams import metrics
 from streams.kafka.checkpoint import Checkpoint, next_offsets
 from streams.kafka.clients import client_config, fatal_error, polled_messages
+from streams.kafka.inbound import Inbound
 from streams.kafka.membership import membership
 from streams.settings import Settings
 
@@ -134,40 +134,30 @@ ON CONFLICT (kafka_topic, kafka_partition) DO NOTHING
 """
 
 
-class FieldsMessage(NamedTuple):
-    """A fields-topic message as it arrived."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-
-
 @dataclass(frozen=True)
 class Upsert:
     doc_id: str
     record_json: str
-    source: FieldsMessage
+    source: Inbound
 
 
 @dataclass(frozen=True)
 class Delete:
     doc_id: str
-    source: FieldsMessage
+    source: Inbound
 
 
 @dataclass(frozen=True)
 class Rejected:
     reason: str
-    source: FieldsMessage
+    source: Inbound
     doc_id: str | None = None
 
 
 Action = Upsert | Delete | Rejected
 
 
-def classify(message: FieldsMessage) -> Action:
+def classify(message: Inbound) -> Action:
     """What one fields-topic message asks of the table."""
     if message.value is None:
         if not message.key:
@@ -201,7 +191,7 @@ class Plan:
     rejected: list[Rejected]
 
 
-def plan_batch(messages: Iterable[FieldsMessage]) -> Plan:
+def plan_batch(messages: Iterable[Inbound]) -> Plan:
     """One action per doc_id, the highest offset's: a statement may touch each row only once."""
     latest: dict[str, Upsert | Delete] = {}
     rejected: list[Rejected] = []
@@ -317,7 +307,7 @@ class FieldsSink:
             rows = conn.execute(self._sql(LOCK_OFFSETS), (topics, parts)).fetchall()
         return {part: offset for _, part, offset in rows}
 
-    def apply(self, messages: Sequence[FieldsMessage]) -> list[TopicPartition]:
+    def apply(self, messages: Sequence[Inbound]) -> list[TopicPartition]:
         """One transaction: the rows, the dead letters' delivery, the next offsets. Returns those offsets."""
         conn = self.connection()
         resume = next_offsets(messages)
@@ -434,13 +424,14 @@ class FieldsSink:
             self.membership.release()
             log.info("postgres sink stopped after %d messages applied", self.applied)
 
-    def _poll(self) -> list[FieldsMessage]:
+    def _poll(self) -> list[Inbound]:
         polled = self.consumer.consume(self.settings.sink.max_records, timeout=self.settings.sink.poll_timeout_s)
         if (fatal := fatal_error(polled)) is not None:
             self._replace_consumer(fatal)
             return []
+        received_at, fetched_at = datetime.now(UTC), time.monotonic()
         return [
-            FieldsMessage(m.topic(), m.partition(), m.offset(), m.key(), m.value())
+            Inbound.of(m, received_at, fetched_at)
             for m in polled_messages(polled, lambda error: log.warning("consumer: %s", error.str()))
         ]
 

@@ -21,9 +21,10 @@ from aiokafka.errors import KafkaTimeoutError
 from faust.web import Request, Response, View
 
 from streams import metrics
-from streams.flow.driver import BatchDriver, Consumed
+from streams.flow.driver import BatchDriver
 from streams.flow.pipeline import Pipeline
 from streams.flow.routing import Outgoing
+from streams.kafka.inbound import Inbound
 from streams.kafka.replication import Backoff, write_until_acknowledged
 from streams.kafka.security import faust_credentials
 from streams.observe.health import BrokerProbe, Readiness, check_readiness
@@ -89,7 +90,8 @@ def create_app(settings: Settings, pipeline: Pipeline, instance_id: str | None =
         loop = asyncio.get_running_loop()
         async for events in stream.noack_take(settings.batch.max_documents, within=window_s):
             started = time.monotonic()
-            batch = driver.inbounds(_consumed(e.message, started) for e in events)
+            received_at = datetime.now(UTC)
+            batch = [_inbound(e.message, received_at, started) for e in events]
             processed = await loop.run_in_executor(model_thread, driver.process, batch)
             produce_started = time.monotonic()
             await write(processed.outgoing)
@@ -152,9 +154,11 @@ def _add_operations_pages(app: faust.App, settings: Settings, pipeline: Pipeline
         metrics.set_consumer_lag(lag)
 
 
-def _consumed(message: faust.types.Message, taken_at: float) -> Consumed:
+def _inbound(message: faust.types.Message, received_at: datetime, taken_at: float) -> Inbound:
     # Faust's monitor stamps `time_in` (monotonic) as the message comes in; without it, the take.
     fetched_at = message.time_in if message.time_in is not None else taken_at
     # Faust gives the broker's timestamp in seconds (aiokafka's milliseconds / 1000).
     timestamp = datetime.fromtimestamp(message.timestamp, UTC) if message.timestamp else None
-    return Consumed(message.topic, message.partition, message.offset, message.key, message.value, fetched_at, timestamp)
+    return Inbound(
+        message.topic, message.partition, message.offset, message.key, message.value, received_at, fetched_at, timestamp
+    )

@@ -23,21 +23,14 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from confluent_kafka import (
-    TIMESTAMP_NOT_AVAILABLE,
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Message,
-    Producer,
-    TopicPartition,
-)
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from streams.flow.driver import BatchDriver, Consumed
+from streams.flow.driver import BatchDriver
 from streams.flow.pipeline import Pipeline
-from streams.flow.routing import Inbound, Outgoing
+from streams.flow.routing import Outgoing
 from streams.kafka.checkpoint import Checkpoint, next_offsets
 from streams.kafka.clients import client_config, fatal_error, polled_messages
+from streams.kafka.inbound import Inbound
 from streams.kafka.membership import membership
 from streams.kafka.replication import Backoff
 from streams.observe.operations_http import OperationsServer
@@ -177,9 +170,9 @@ class TransactionalWorker:
         if (fatal := fatal_error([first, *rest])) is not None:
             self._replace_consumer(fatal)
             return []
-        consumed = [_consumed(m, first_fetched_at) for m in polled_messages([first], _warn)]
-        consumed += [_consumed(m, rest_fetched_at) for m in polled_messages(rest, _warn)]
-        return self.driver.inbounds(consumed)
+        received_at = datetime.now(UTC)
+        batch = [Inbound.of(m, received_at, first_fetched_at) for m in polled_messages([first], _warn)]
+        return batch + [Inbound.of(m, received_at, rest_fetched_at) for m in polled_messages(rest, _warn)]
 
     def _process(self, batch: list[Inbound]) -> None:
         started = time.monotonic()
@@ -314,11 +307,3 @@ def _within(seconds: float, call: Callable[[], None]) -> bool:
 
 def _warn(error: KafkaError) -> None:
     log.warning("consumer: %s", error.str())
-
-
-def _consumed(message: Message, fetched_at: float) -> Consumed:
-    kind, millis = message.timestamp()
-    timestamp = datetime.fromtimestamp(millis / 1000, UTC) if kind != TIMESTAMP_NOT_AVAILABLE else None
-    return Consumed(
-        message.topic(), message.partition(), message.offset(), message.key(), message.value(), fetched_at, timestamp
-    )
