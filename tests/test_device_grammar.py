@@ -126,7 +126,7 @@ class DeviceConstrainer(Constrainer):
 
 
 def test_the_fast_engine_decodes_the_same_tokens_with_the_device_grammar_and_the_oracle(tmp_path) -> None:
-    """On the engine benchmark's documents (ops/bench_engine.py checks its 64; here 12, typed)."""
+    """On the engine benchmark's documents (ops/bench/engine.py checks its 64; here 12, typed)."""
     import msgspec
 
     from model.config import EngineSettings
