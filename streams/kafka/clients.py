@@ -45,10 +45,15 @@ def polled_messages(polled: Iterable[Message | None], on_error: Callable[[KafkaE
 
 
 def fatal_error(polled: Iterable[Message | None]) -> KafkaError | None:
-    """The first fatal error among what `poll` or `consume` returned: the client is unusable then."""
+    """The first fatal error among what `poll` or `consume` returned: the client is unusable then.
+
+    librdkafka reports a consumer's fatal error (a static member fenced) as an error event whose code
+    is _FATAL while its `fatal()` flag may read False: both mean the client will deliver nothing more.
+    """
     for message in polled:
-        if message is not None and message.error() is not None and message.error().fatal():
-            return message.error()
+        error = None if message is None else message.error()
+        if error is not None and (error.fatal() or error.code() == KafkaError._FATAL):
+            return error
     return None
 
 
