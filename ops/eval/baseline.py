@@ -133,11 +133,14 @@ def find_values(text: str, label: str) -> list[tuple[int, int]]:
 
 
 class RuleEngine:
-    """Regexes, lexicons and keyword cues behind the engine protocol."""
+    """Regexes, lexicons and keyword cues behind the engine protocol; a subclass that finds values
+    another way (ops/eval/lexicon.py) overrides `name` and `find`."""
+
+    name = "regex-baseline"
 
     def __init__(self, settings: EngineSettings | None = None) -> None:
         self.info = ModelInfo(
-            name="regex-baseline",
+            name=self.name,
             engine="rules",
             attention="none",
             dtype="none",
@@ -146,13 +149,16 @@ class RuleEngine:
             decode=decode_settings(settings or EngineSettings()),
         )
 
+    def find(self, doc: Document) -> dict[str, list[tuple[int, int]]]:
+        """Per label of `doc`, the (start, end) spans the rules find."""
+        return {label: find_values(doc.text, label) for label in doc.labels}
+
     def extract(self, docs: Sequence[Document]) -> BatchResult:
         started = time.perf_counter()
         extractions = []
         for doc in docs:
             extraction = Extraction(doc_id=doc.doc_id, windows=[TextWindow(start=0, end=len(doc.text))])
-            for label in doc.labels:
-                spans = find_values(doc.text, label)
+            for label, spans in self.find(doc).items():
                 extraction.fields[label] = [
                     Span(text=doc.text[start:end], start=start, end=end, confidence=1.0, margin=1.0)
                     for start, end in spans

@@ -14,17 +14,11 @@ Like the regex baseline, every value is a span of the text and nothing is ever s
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Sequence
 from functools import cache
 
-from model.answers.validate import Extraction
-from model.clock import ms_since
-from model.config import EngineSettings, decode_settings
-from model.engine import BatchResult
-from ops.eval.baseline import find_values
+from ops.eval.baseline import RuleEngine, find_values
 from schemas.field_sets import SINGLE_VALUE_LABELS
-from schemas.messages import Document, ModelInfo, Span, TextWindow, Timings
+from schemas.messages import Document
 
 # jieba's tag prefixes, and the entity type each stands for.
 TAGS = {"nr": "person", "ns": "place", "nt": "organisation"}
@@ -89,29 +83,10 @@ def find_all(doc: Document) -> dict[str, list[tuple[int, int]]]:
     return found
 
 
-class LexiconEngine:
+class LexiconEngine(RuleEngine):
     """jieba's POS tags for names, the regex baseline's rules for everything else."""
 
-    def __init__(self, settings: EngineSettings | None = None) -> None:
-        self.info = ModelInfo(
-            name="lexicon-ner-baseline",
-            engine="rules",
-            attention="none",
-            dtype="none",
-            device="cpu",
-            demo=False,
-            decode=decode_settings(settings or EngineSettings()),
-        )
+    name = "lexicon-ner-baseline"
 
-    def extract(self, docs: Sequence[Document]) -> BatchResult:
-        started = time.perf_counter()
-        extractions = []
-        for doc in docs:
-            extraction = Extraction(doc_id=doc.doc_id, windows=[TextWindow(start=0, end=len(doc.text))])
-            for label, spans in find_all(doc).items():
-                extraction.fields[label] = [
-                    Span(text=doc.text[start:end], start=start, end=end, confidence=1.0, margin=1.0)
-                    for start, end in spans
-                ]
-            extractions.append(extraction)
-        return BatchResult(extractions=extractions, timings=Timings(decode_ms=ms_since(started)))
+    def find(self, doc: Document) -> dict[str, list[tuple[int, int]]]:
+        return find_all(doc)
