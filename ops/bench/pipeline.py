@@ -229,24 +229,19 @@ def run_benchmark(plan: BenchPlan, out_dir: Path, bootstrap: str | None, echo=pr
     results: list[RunResult] = []
     alone: dict[int, float] = {}
     load_before = os.getloadavg()
+
+    def run(config: RunConfig, corpus: list[dict]) -> RunResult:
+        return run_once(bootstrap, model_dir, work, config, corpus, plan.max_new_tokens, plan.engine)
+
     try:
         burst = []
         for size in plan.batch_sizes:
             config = RunConfig(f"batch-{size}", size, 5.0, None)
             echo(f"run {config.name}: max {size} documents per batch, 5 ms window, burst of {plan.documents}")
-            burst.append(
-                run_once(
-                    bootstrap,
-                    model_dir,
-                    work,
-                    config,
-                    _corpus(plan.documents, plan.seed, config.name),
-                    plan.max_new_tokens,
-                    plan.engine,
-                )
-            )
+            corpus = _corpus(plan.documents, plan.seed, config.name)
+            burst.append(run(config, corpus))
             echo(f"  {burst[-1].throughput_per_s:.2f} docs/s, P95 {burst[-1].percentile(95):.2f} s")
-            alone[size] = engine_alone(plan, model_dir, _corpus(plan.documents, plan.seed, config.name), size)
+            alone[size] = engine_alone(plan, model_dir, corpus, size)
             echo(f"  the engine alone, same documents, batches of {size}: {alone[size]:.2f} docs/s")
         results += burst
         rate = plan.rate_per_s
@@ -256,17 +251,7 @@ def run_benchmark(plan: BenchPlan, out_dir: Path, bootstrap: str | None, echo=pr
         for window in plan.windows_ms:
             config = RunConfig(f"window-{window:g}ms", plan.window_batch, window, rate)
             echo(f"run {config.name}: max {plan.window_batch} per batch, {window:g} ms window, {rate:.2f} docs/s")
-            results.append(
-                run_once(
-                    bootstrap,
-                    model_dir,
-                    work,
-                    config,
-                    _corpus(plan.documents, plan.seed, config.name),
-                    plan.max_new_tokens,
-                    plan.engine,
-                )
-            )
+            results.append(run(config, _corpus(plan.documents, plan.seed, config.name)))
             echo(f"  {results[-1].throughput_per_s:.2f} docs/s, P95 {results[-1].percentile(95):.2f} s")
         from transformers import AutoTokenizer
 
