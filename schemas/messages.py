@@ -259,10 +259,26 @@ class FieldRecord(msgspec.Struct, kw_only=True):
     alternatives: dict[str, list[Span]] = msgspec.field(default_factory=dict)
 
 
+class Candidate(msgspec.Struct, frozen=True, kw_only=True):
+    """A value the lexicon backoff offered for a label: a span of the source and how it was found."""
+
+    text: str
+    start: int
+    end: int
+    # The model's share among the label's candidates when it was made to choose (None not legal).
+    score: float
+    # What found it: "lac:PER", "lac:ORG", "lac:LOC", "lac:TIME", or a typed detector ("phone", "date", ...).
+    source: str
+    # The candidate the model picked for the label.
+    picked: bool = False
+
+
 class ReviewRecord(FieldRecord, kw_only=True):
     """A record a person must look at, on the review topic; `fields` holds only verified spans."""
 
     reasons: list[ReviewReason]
+    # Per label the backoff re-decoded: the values a reviewer can accept with one click, best first.
+    candidates: dict[str, list[Candidate]] = msgspec.field(default_factory=dict)
 
 
 class AlertRecord(msgspec.Struct, kw_only=True):
