@@ -7,7 +7,7 @@ because the message contracts must not depend on the model package.
 
 from typing import Literal
 
-FieldType = Literal["text", "phone", "id_card", "date", "amount", "email", "person", "organisation"]
+FieldType = Literal["text", "phone", "id_card", "date", "amount", "salary", "email", "person", "organisation"]
 
 # The names a raw document may give as `field_set`: a Literal, so the exported JSON Schema lists them.
 FieldSetName = Literal["contract", "resume", "job_ad", "news", "medical"]
@@ -45,7 +45,7 @@ FIELD_SET_TYPES: dict[FieldSetName, dict[str, FieldType]] = {
         "毕业院校": "organisation",
         "工作单位": "organisation",
     },
-    "job_ad": {"公司名称": "organisation", "联系电话": "phone"},
+    "job_ad": {"公司名称": "organisation", "薪资范围": "salary", "联系电话": "phone"},
     "news": {"发布机构": "organisation", "发布日期": "date", "人物": "person", "组织机构": "organisation"},
     "medical": {"患者姓名": "person", "就诊日期": "date", "主治医师": "person", "医院名称": "organisation"},
 }

@@ -107,7 +107,7 @@ class Document(msgspec.Struct, frozen=True, kw_only=True):
     field_set: str | None = None
 
 
-NormalisedKind = Literal["date", "amount", "phone", "id_card", "email"]
+NormalisedKind = Literal["date", "amount", "salary", "phone", "id_card", "email"]
 
 
 class Normalised(msgspec.Struct, frozen=True, kw_only=True):
@@ -115,13 +115,14 @@ class Normalised(msgspec.Struct, frozen=True, kw_only=True):
 
     Dates are ISO 8601 at the precision written (`2024-03-15`, `2024-03`, `2024`); amounts are
     decimal strings in whole currency units. A range keeps its start in `value` and its end in `end`
-    (ISO 8601 writes it `value/end`).
+    (ISO 8601 writes it `value/end`). A salary is always a range: `value` its low end, `end` its
+    high end (equal for one amount, None for an open one such as `8000元以上`), `unit` its period.
     """
 
     kind: NormalisedKind
     value: str
     end: str | None = None
-    # What an amount is per (`month`, `year`, `day`, `hour`), as in 月薪 or 元/月.
+    # What an amount or a salary is per (`month`, `year`, `day`, `hour`), as in 月薪, 元/月 or ·13薪.
     unit: str | None = None
     # ISO 4217 code, when the text names or implies a currency.
     currency: str | None = None

@@ -107,7 +107,7 @@ class WorkerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # worker with the same id aborts its predecessor's open transaction at once, where a new id
     # leaves read_committed readers waiting up to kafka.transaction_timeout_s. Empty = app_id-worker_id.
     transactional_id: str = ""
-    # Faust's web server (0 = off); it serves /metrics, /healthz and /readyz.
+    # The worker's HTTP port (0 = off): /metrics, /healthz and /readyz (streams/observe/http.py).
     web_port: int = 0
     log_level: str = "info"
     # Faust's local state. Not relative to the working directory: a worker started anywhere must
@@ -161,7 +161,7 @@ class SinkSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # Records applied per database transaction (one poll's worth): bigger is faster, a crash redoes at most this.
     max_records: int = 500
     poll_timeout_s: float = 1.0
-    # /metrics for Prometheus (its lag, records applied; streams/observe/sink_http.py); 0 = off.
+    # /metrics for Prometheus (its lag, records applied; streams/observe/http.py); 0 = off.
     metrics_port: int = 0
 
     def __repr__(self) -> str:

@@ -104,5 +104,5 @@ def test_without_seqgpt_the_default_model_is_the_demo_and_says_so(caplog) -> Non
     assert resolve_model_path(str(DEMO_MODEL_DIR)) == (str(DEMO_MODEL_DIR), False)
     with caplog.at_level(logging.WARNING, logger="model.runner.loading"):
         engine = build_engine(EngineSettings(device="cpu"))
-    assert engine.info.demo and engine.info.name == str(DEMO_MODEL_DIR)
+    assert engine.info.demo and engine.info.name == "seqstream-demo"
     assert any("DEMO MODEL" in r.getMessage() for r in caplog.records)

@@ -79,6 +79,16 @@ FORMATS = [
     ("amount", "15000-22500元/月", ("15000", "22500", "month", "CNY")),
     ("amount", "1,000-2,000元", ("1000", "2000", None, "CNY")),
     ("amount", "零元整", ("0", None, None, "CNY")),
+    # A salary is a range with its period: one amount is a range of one, `以上` leaves the top open.
+    ("salary", "19000-28500元/月", ("19000", "28500", "month", "CNY")),
+    ("salary", "年薪40-60万", ("400000", "600000", "year", None)),
+    ("salary", "15k-25k·13薪", ("15000", "25000", "month", None)),
+    ("salary", "8000元以上", ("8000", None, None, "CNY")),
+    ("salary", "8k起", ("8000", None, None, None)),
+    ("salary", "12-30K", ("12000", "30000", None, None)),
+    ("salary", "月薪8千-1.2万", ("8000", "12000", "month", None)),
+    ("salary", "5000元/月", ("5000", "5000", "month", "CNY")),
+    ("salary", "２００-３００元/天", ("200", "300", "day", "CNY")),
     ("phone", "13800138000", ("+8613800138000", None, None, None)),
     ("phone", "138 0013 8000", ("+8613800138000", None, None, None)),
     ("phone", "138-0013-8000", ("+8613800138000", None, None, None)),
@@ -117,6 +127,9 @@ NOT_OF_THEIR_TYPE = [
     ("amount", "15k-25k·13薪"),
     ("amount", ""),
     ("amount", "壹" * 100),
+    ("salary", "待遇优厚"),
+    ("salary", "8000-1.2万以上"),
+    ("salary", "20000-10000元/月"),
     ("phone", "12800138000"),
     ("phone", "1380013800"),
     ("phone", "010-0234567"),
@@ -156,9 +169,20 @@ def test_a_first_generation_id_number_is_refused_as_such() -> None:
     assert isinstance(outcome, Mismatch) and "15-digit" in outcome.reason
 
 
-@pytest.mark.parametrize(("kind", "text"), [("text", "任何内容"), ("person", "王伟"), ("organisation", "北京大学")])
+@pytest.mark.parametrize(
+    ("kind", "text"),
+    [
+        ("text", "任何内容"),
+        ("person", "王伟"),
+        ("organisation", "北京大学"),
+        ("salary", "面议"),
+        ("salary", "薪资面议"),
+    ],
+)
 def test_types_without_a_normal_form_give_none(kind, text: str) -> None:
+    # A negotiable salary is a salary (no mismatch, no review) that names no amount.
     assert normalise(kind, text) is None
+    assert matches(kind, text)
 
 
 def _date_formats(day: date) -> list[str]:

@@ -9,7 +9,8 @@ import asyncio
 import pytest
 from confluent_kafka.admin import ClusterMetadata, PartitionMetadata, TopicMetadata
 
-from streams.kafka.replication import Backoff, short_partitions, write_until_acknowledged
+from streams.kafka.backoff import Backoff
+from streams.kafka.replication import short_partitions, write_until_acknowledged
 
 
 def _metadata(partitions: dict[str, list[tuple[int, list[int]]]]) -> ClusterMetadata:

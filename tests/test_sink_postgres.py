@@ -25,6 +25,7 @@ import psycopg
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from model.values.normalize import normalise
 from ops.postgres import PostgresServer, bindir, missing_binaries
 from ops.stress.worker_process import WorkerProcess, isolated_settings, report
 from schemas.field_sets import FIELD_SETS
@@ -42,12 +43,9 @@ from streams.kafka.clients import client_config, consume
 from streams.kafka.inbound import Inbound
 from streams.kafka.topics import create_topics
 from streams.settings import Settings, load_settings
-from streams.sinks.postgres import (
-    WAITING_NOTICE_AFTER_S,
-    FieldsSink,
-    WaitingForPartitions,
-    plan_batch,
-)
+from streams.sinks.consumer import WAITING_NOTICE_AFTER_S, SinkConsumer, WaitingForPartitions
+from streams.sinks.postgres import PostgresSink
+from streams.sinks.postgres_plan import plan_batch
 
 pytestmark = pytest.mark.kafka
 
@@ -120,7 +118,7 @@ def job_ad_record(doc_id: str) -> bytes:
         end=start + len(salary),
         confidence=0.88,
         margin=0.7,
-        normalised=Normalised(kind="amount", value="15000", end="20000", unit="month", currency="CNY"),
+        normalised=normalise("salary", salary),
     )
     return msgspec.json.encode(
         msgspec.structs.replace(contract, labels=["公司名称", "薪资范围"], fields={"薪资范围": [span]})
@@ -163,7 +161,7 @@ def test_a_poll_keeps_each_documents_latest_message_and_rejects_what_is_no_field
 def test_a_sink_without_partitions_says_once_what_it_waits_for(caplog) -> None:
     settings = load_settings({})
     waiting = WaitingForPartitions(settings, since=0.0)
-    caplog.set_level(logging.INFO, logger="streams.sinks.postgres")
+    caplog.set_level(logging.INFO, logger="streams.sinks.consumer")
     waiting.check(assigned=False, now=WAITING_NOTICE_AFTER_S - 1)  # a group join takes a moment
     assert not caplog.records
     for now in (WAITING_NOTICE_AFTER_S + 1, WAITING_NOTICE_AFTER_S + 2):
@@ -290,10 +288,10 @@ def caught_up(settings: Settings) -> Callable[[], bool]:
 
 
 @pytest.fixture
-def sink_thread(sink_env) -> Iterator[FieldsSink]:
+def sink_thread(sink_env) -> Iterator[SinkConsumer]:
     """The sink in this process, until the test ends (as SIGTERM would end it: the poll in hand first)."""
     settings, _ = sink_env
-    sink = FieldsSink(settings)
+    sink = SinkConsumer(settings, PostgresSink(settings))
     stop = threading.Event()
     failure: list[BaseException] = []
 
@@ -339,10 +337,16 @@ def test_rows_land_a_newer_record_replaces_a_tombstone_deletes_and_the_view_read
         ("a", "甲方", "上海恒达物流有限公司", None, None, 0.97, 3, 13, None, None, None),
         ("c", "合同金额", "1000000元", "1000000", "amount", 0.91, 19, 27, None, None, "CNY"),
         ("c", "甲方", "北京天成科技有限公司", None, None, 0.97, 3, 13, None, None, None),
-        ("j", "薪资范围", "15000-20000元/月", "15000", "amount", 0.88, 5, 19, "20000", "month", "CNY"),
+        ("j", "薪资范围", "15000-20000元/月", "15000", "salary", 0.88, 5, 19, "20000", "month", "CNY"),
     ]
     whole = query(settings, "SELECT normalised_json FROM field_values WHERE doc_id = 'j'")
-    assert whole == [({"kind": "amount", "value": "15000", "end": "20000", "unit": "month", "currency": "CNY"},)]
+    assert whole == [({"kind": "salary", "value": "15000", "end": "20000", "unit": "month", "currency": "CNY"},)]
+    typed = query(settings, "SELECT doc_id, low, high, period FROM field_values WHERE low IS NOT NULL ORDER BY 1, 2")
+    assert typed == [
+        ("a", Decimal(250), Decimal(250), None),
+        ("c", Decimal(1000000), Decimal(1000000), None),
+        ("j", Decimal(15000), Decimal(20000), "month"),
+    ]
     # The README's BI queries run as printed, each returning what its title says: one row per
     # label with values, per contract (not the job ad), per salary, per day and model.
     per_label, per_contract, per_salary, per_day = [query(settings, q) for q in readme_bi_queries()]
@@ -355,7 +359,7 @@ def test_rows_land_a_newer_record_replaces_a_tombstone_deletes_and_the_view_read
         ("a", "上海恒达物流有限公司", None, "250", "CNY", None),
         ("c", "北京天成科技有限公司", None, "1000000", "CNY", None),
     ]
-    assert per_salary == [("j", "15000", "20000", "month", "CNY")]
+    assert per_salary == [("j", Decimal(15000), Decimal(20000), "month", "CNY")]
     assert [(model, count) for _, model, count in per_day] == [("tiny", 3)]
     assert stored_offsets(settings) == {p: o for p, o in end_offsets(settings).items()}
 
@@ -368,7 +372,7 @@ def test_an_older_offset_never_replaces_a_row_and_a_poll_applied_twice_changes_n
 
     # What a sink that lost its partition mid-poll (a zombie) would write: the old record again,
     # then a poll from before the stored offset. The database refuses both, as it must.
-    sink = FieldsSink(settings)
+    sink = PostgresSink(settings)
     stale = Inbound(settings.topics.fields, partition, offset - 1, b"d", field_record("d", 1), NOW, time.monotonic())
     sink.apply([stale])
     assert sink.applied == 0, "a message below the stored offset was applied again"
@@ -378,7 +382,7 @@ def test_an_older_offset_never_replaces_a_row_and_a_poll_applied_twice_changes_n
     sink.apply([stale])
     assert sink.applied == 1
     assert query(settings, "SELECT record->'metadata'->>'version', kafka_offset FROM doc_fields") == [("2", offset)]
-    sink.consumer.close()
+    sink.close()
 
 
 def test_malformed_messages_go_to_dead_letters_and_the_sink_carries_on(sink_env, sink_thread) -> None:
@@ -448,7 +452,7 @@ def test_a_sink_killed_mid_run_loses_and_duplicates_nothing(sink_env, postgres_s
     schema = settings.sink.db_schema
     # Every row write the sink ever commits is logged by the database itself: a message applied
     # twice (a redone poll that had committed) would leave two log rows for one (doc_id, offset).
-    FieldsSink(settings).create_tables()
+    PostgresSink(settings).create_tables()
     execute(
         settings,
         f"""CREATE TABLE {schema}.applied (doc_id text, kafka_offset bigint);

@@ -91,4 +91,18 @@ def load_model(settings: EngineSettings) -> LoadedModel:
         tokenizer.pad_token = tokenizer.eos_token
     model.to(device).eval()
     demo = (local / MANIFEST).is_file()
-    return LoadedModel(name=path, model=model, tokenizer=tokenizer, device=device, dtype=dtype, demo=demo)
+    name = model_name(path)
+    log.info("model %s loaded from %s", name, source)
+    return LoadedModel(name=name, model=model, tokenizer=tokenizer, device=device, dtype=dtype, demo=demo)
+
+
+def model_name(path: str) -> str:
+    """What records call the model: a hub id as given, a local checkpoint by its directory's name
+    (`/srv/models/SeqGPT-560M` -> `SeqGPT-560M`), the shipped demo model `seqstream-demo`. Never a
+    filesystem path: that is the machine's business (the worker logs it at start), not the reader's."""
+    local = Path(path).expanduser()
+    if not local.is_dir():
+        return path
+    if local.resolve() == DEMO_MODEL_DIR:
+        return "seqstream-demo"
+    return local.resolve().name

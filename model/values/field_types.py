@@ -8,6 +8,7 @@ from model.values.amounts import parse_amount
 from model.values.dates import parse_date
 from model.values.lexicon import organisation_ok, person_ok
 from model.values.phones import parse_phone
+from model.values.salaries import negotiable, parse_salary
 from model.values.width import fold_width
 from schemas.field_sets import FieldType
 
@@ -41,6 +42,8 @@ def matches(kind: FieldType, value: str) -> bool:
         return parse_date(folded) is not None
     if kind == "amount":
         return parse_amount(folded) is not None
+    if kind == "salary":
+        return parse_salary(folded) is not None or negotiable(folded)
     if kind == "id_card":
         upper = "".join(folded.split()).upper()
         return ID_CARD.fullmatch(upper) is not None and id_card_check_digit(upper[:17]) == upper[17]

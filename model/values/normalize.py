@@ -13,6 +13,7 @@ from model.values.amounts import parse_amount, plain
 from model.values.dates import parse_date
 from model.values.field_types import EMAIL, ID_CARD, id_card_check_digit, matches
 from model.values.phones import parse_phone
+from model.values.salaries import negotiable, parse_salary
 from model.values.width import fold_width
 from schemas.field_sets import FieldType
 from schemas.messages import Normalised
@@ -28,13 +29,15 @@ class Mismatch:
 def normalise(kind: FieldType, value: str) -> Normalised | Mismatch | None:
     """The value's normal form, a `Mismatch` when it is not of type `kind`, or None for types without one.
 
-    `text`, `person` and `organisation` have no normal form; the last two are still checked against
-    their lexicons so a typed name that is no name is a mismatch too.
+    `text`, `person` and `organisation` have no normal form, nor has a negotiable salary (`面议`);
+    names are still checked against their lexicons so a typed name that is no name is a mismatch too.
     """
     if kind == "date":
         return _date(value)
     if kind == "amount":
         return _amount(value)
+    if kind == "salary":
+        return _salary(value)
     if kind == "phone":
         phone = parse_phone(value)
         return Normalised(kind="phone", value=phone) if phone else Mismatch("not a mainland mobile or landline number")
@@ -64,6 +67,20 @@ def _amount(value: str) -> Normalised | Mismatch:
         value=plain(parsed.value),
         end=plain(parsed.end) if parsed.end is not None else None,
         unit=parsed.unit,
+        currency=parsed.currency,
+    )
+
+
+def _salary(value: str) -> Normalised | Mismatch | None:
+    parsed = parse_salary(value)
+    if parsed is None:
+        # `面议` (negotiable) is a salary the ad gives, with no amount: no normal form, no mismatch.
+        return None if negotiable(value) else Mismatch("not a salary (an amount or range with its period) or 面议")
+    return Normalised(
+        kind="salary",
+        value=plain(parsed.low),
+        end=plain(parsed.high) if parsed.high is not None else None,
+        unit=parsed.period,
         currency=parsed.currency,
     )
 

@@ -87,12 +87,14 @@ def worker(ctx: click.Context, create_topics: bool) -> None:
     import faust
 
     from streams.kafka.membership import membership
-    from streams.workers.faust_app import create_app
+    from streams.observe.http import worker_server
+    from streams.workers.faust_app import RawAssignment, create_app
 
     # Held until the process ends: its slot lock keeps the group instance id this worker's.
     member = membership(settings.kafka.group_instance_id, settings.worker.app_id)
     log.info("joining group %s as instance %s", settings.worker.app_id, member.instance_id or "dynamic")
     app = create_app(settings, pipeline, member.instance_id)
+    worker_server(settings, engine, RawAssignment(app, settings.topics.raw))
     faust.Worker(app, loglevel=settings.worker.log_level.upper(), quiet=True).execute_from_commandline()
     member.release()
 
@@ -296,15 +298,16 @@ def sink_postgres(ctx: click.Context, dsn: str | None) -> None:
         raise click.ClickException(
             f"`seqstream sink postgres` needs psycopg 3: pip install 'seqstream[postgres]' ({exc})"
         ) from None
-    from streams.observe.sink_http import SinkMetricsServer
-    from streams.sinks.postgres import FieldsSink
+    from streams.observe.http import sink_server
+    from streams.sinks.consumer import SinkConsumer
+    from streams.sinks.postgres import PostgresSink
 
     settings = _settings(ctx)
     if dsn:
         settings.sink.dsn = dsn
     stop = _stop_on_signals()
-    sink = FieldsSink(settings)
-    server = SinkMetricsServer.start(settings, lambda: set(sink.checkpoint.assigned))
+    sink = SinkConsumer(settings, PostgresSink(settings))
+    server = sink_server(settings, lambda: set(sink.checkpoint.assigned))
     try:
         sink.run(stop)
     except psycopg.Error as exc:  # unreachable, refused, not allowed: the server's words, not a traceback

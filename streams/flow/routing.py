@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from datetime import datetime
 
 import msgspec
@@ -19,7 +18,6 @@ from schemas.decode import DocumentError
 from schemas.messages import (
     AlertRecord,
     AuditRecord,
-    DeadLetter,
     Document,
     ErrorCode,
     FieldRecord,
@@ -29,21 +27,11 @@ from schemas.messages import (
     ReviewRecord,
     TokenTrace,
 )
+from streams.flow.outgoing import Outgoing, dead_letter
 from streams.kafka.inbound import Inbound
 from streams.settings import TopicSettings
 
 _encoder = msgspec.json.Encoder()
-
-
-@dataclass(frozen=True)
-class Outgoing:
-    topic: str
-    key: bytes | None
-    value: bytes
-    # Not sent: when the end-to-end latency metric starts counting once the write is acked: the
-    # document's submitted_at, else the raw message's Kafka timestamp (every message has one).
-    submitted_at: datetime | None = None
-    raw_timestamp: datetime | None = None
 
 
 def outcome_of_topic(topics: TopicSettings) -> dict[str, str]:
@@ -173,22 +161,3 @@ def route_failure(
         dataclasses.replace(record, submitted_at=doc.submitted_at),
         Outgoing(topics.alerts, doc.doc_id.encode(), _encoder.encode(alert)),
     ]
-
-
-def dead_letter(
-    inbound: Inbound, code: ErrorCode, message: str, doc_id: str | None, topics: TopicSettings, worker_id: str
-) -> Outgoing:
-    record = DeadLetter(
-        error_code=code,
-        message=message,
-        doc_id=doc_id,
-        original_key=inbound.key,
-        original_value=inbound.value or b"",
-        source_topic=inbound.topic,
-        partition=inbound.partition,
-        offset=inbound.offset,
-        worker_id=worker_id,
-        received_at=inbound.received_at,
-    )
-    key = doc_id.encode() if doc_id else inbound.key
-    return Outgoing(topics.dead_letter, key, _encoder.encode(record), raw_timestamp=inbound.timestamp)

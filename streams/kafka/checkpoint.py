@@ -1,7 +1,7 @@
 """Where a consumer that commits by hand resumes: a batch's offsets, written once for both such consumers.
 
 The exactly-once worker (streams/workers/transactional.py) commits a batch's offsets inside its
-transaction; the PostgreSQL sink (streams/sinks/postgres.py) stores them in its database and commits
+transaction; a sink (streams/sinks/consumer.py) stores them in its database and commits
 them to the group for lag. Both follow the same three rules: a partition resumes one past the last
 message of a batch that is done (`next_offsets`); a batch that is not done starts again from its
 first message in each partition (`Checkpoint.rewind`); and only partitions the consumer still holds
@@ -10,11 +10,12 @@ are sought or committed, since a revoked one's new owner starts from the committ
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,28 @@ class Checkpoint:
                 self.consumer.seek(tp)
             except KafkaException as exc:
                 log.warning("could not rewind %s[%d]: %s", tp.topic, tp.partition, exc)
+
+    def replace_consumer(
+        self, error: KafkaError, new_consumer: Callable[[], Consumer], instance: str | None
+    ) -> Consumer:
+        """After a fatal consumer error: the old consumer closed, a new one (subscribed by
+        `new_consumer`) under the same group instance id, which this checkpoint now follows.
+
+        Static membership's failure mode: a broker away longer than the session (a restart) times
+        the member out, and a request of its old member id that lands after it rejoined is refused
+        as fenced by "another consumer with the same group.instance.id" (itself), which librdkafka
+        makes fatal. The new one joins as that instance again and resumes where its owner says on
+        assignment (the committed offsets, or a sink's database): what was polled and not done is
+        consumed again, as after any rewind.
+        """
+        log.warning(
+            "consumer failed fatally (%s); a new consumer rejoins as instance %s", error.str(), instance or "dynamic"
+        )
+        with contextlib.suppress(KafkaException, RuntimeError):
+            self.consumer.close()
+        self.assigned = set()
+        self.consumer = new_consumer()
+        return self.consumer
 
     def commit(self, offsets: Iterable[TopicPartition]) -> None:
         """Commit the offsets of held partitions to the group, without waiting (raises KafkaException)."""

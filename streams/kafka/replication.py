@@ -30,6 +30,7 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ClusterMetadata, ConfigResource, ResourceType
 
 from schemas.messages import AlertRecord
+from streams.kafka.backoff import Backoff
 from streams.kafka.clients import client_config
 from streams.settings import Settings
 
@@ -85,22 +86,6 @@ def read_min_insync(admin: AdminClient, topics: Iterable[str], timeout_s: float 
             continue
         found[resource.name] = int(entries["min.insync.replicas"].value)
     return found
-
-
-class Backoff:
-    """Pauses between tries of one failing write: `first_s`, doubling, at most `max_s`; `reset()` after a success."""
-
-    def __init__(self, first_s: float = 0.5, max_s: float = 30.0) -> None:
-        self.first_s = first_s
-        self.max_s = max_s
-        self._next = first_s
-
-    def next(self) -> float:
-        delay, self._next = self._next, min(self._next * 2, self.max_s)
-        return delay
-
-    def reset(self) -> None:
-        self._next = self.first_s
 
 
 async def write_until_acknowledged(

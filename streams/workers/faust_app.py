@@ -4,7 +4,8 @@ Offsets: `noack_take` leaves every event un-acked until all outputs of its batch
 by the broker. Faust's `take()` would ack a batch even when its handler raised, losing it; a
 killed worker here loses nothing: the un-acked batch is delivered again.
 
-With a web port, Faust's web server also serves `/metrics` (Prometheus), `/healthz` and `/readyz`.
+With a web port, `seqstream worker` serves `/metrics`, `/healthz` and `/readyz` beside it
+(streams/observe/http.py, as for the exactly-once worker); Faust's own web server stays off.
 """
 
 from __future__ import annotations
@@ -18,21 +19,18 @@ from pathlib import Path
 
 import faust
 from aiokafka.errors import KafkaTimeoutError
-from faust.web import Request, Response, View
 
 from streams import metrics
 from streams.flow.driver import BatchDriver
 from streams.flow.pipeline import Pipeline
 from streams.flow.routing import Outgoing
+from streams.kafka.backoff import Backoff
 from streams.kafka.inbound import Inbound
-from streams.kafka.replication import Backoff, write_until_acknowledged
+from streams.kafka.replication import write_until_acknowledged
 from streams.kafka.security import faust_credentials
-from streams.observe.health import BrokerProbe, Readiness, check_readiness
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
-
-LAG_INTERVAL_S = 5.0
 
 
 def create_app(settings: Settings, pipeline: Pipeline, instance_id: str | None = None) -> faust.App:
@@ -58,8 +56,8 @@ def create_app(settings: Settings, pipeline: Pipeline, instance_id: str | None =
         stream_buffer_maxsize=settings.batch.buffer_documents,
         consumer_max_fetch_size=settings.kafka.max_partition_fetch_bytes,
         topic_disable_leader=True,
-        web_enabled=settings.worker.web_port > 0,
-        web_port=max(settings.worker.web_port, 1),
+        # /metrics, /healthz and /readyz come from the server every process shares (streams/observe/http.py).
+        web_enabled=False,
     )
     raw_topic = app.topic(settings.topics.raw, key_serializer="raw", value_serializer="raw")
     t = settings.topics
@@ -100,8 +98,6 @@ def create_app(settings: Settings, pipeline: Pipeline, instance_id: str | None =
                 await stream.ack(event)
             driver.delivered(processed, started, produce_s)
 
-    if settings.worker.web_port > 0:
-        _add_operations_pages(app, settings, pipeline)
     return app
 
 
@@ -111,47 +107,25 @@ def _retriable(exc: Exception) -> bool:
     return bool(getattr(exc, "retriable", False)) or isinstance(exc, KafkaTimeoutError)
 
 
-def _add_operations_pages(app: faust.App, settings: Settings, pipeline: Pipeline) -> None:
-    probe = BrokerProbe(settings)
-    # The broker calls block; they get their own thread so neither the loop nor the model waits.
-    probe_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="probe")
+class RawAssignment:
+    """The raw-topic partitions the app's consumer holds, as its rebalance signals report them: what
+    readiness and the lag gauge look at (streams/observe/http.py asks from its own thread, which
+    must not touch the app: its consumer, made lazily there, would belong to no event loop)."""
 
-    def assigned_raw_partitions() -> set[tuple[str, int]]:
-        try:
-            assignment = app.consumer.assignment()
-        except Exception:  # the consumer is not started yet (or already stopped)
-            return set()
-        return {(tp.topic, tp.partition) for tp in assignment if tp.topic == settings.topics.raw}
+    def __init__(self, app: faust.App, raw_topic: str) -> None:
+        self.held: frozenset[tuple[str, int]] = frozenset()
 
-    async def readiness() -> Readiness:
-        reachable = await asyncio.get_running_loop().run_in_executor(probe_thread, probe.reachable)
-        return check_readiness(assigned_raw_partitions(), pipeline.engine, reachable)
+        @app.on_partitions_assigned.connect
+        async def assigned(_app: faust.App, assigned: set, **_: object) -> None:
+            # An eager rebalance (aiokafka's): every partition held after it, not only new ones.
+            self.held = frozenset((tp.topic, tp.partition) for tp in assigned if tp.topic == raw_topic)
 
-    @app.page("/metrics")
-    async def metrics_page(self: View, request: Request) -> Response:
-        return self.bytes(metrics.render(), content_type="text/plain; version=0.0.4")
+        @app.on_partitions_revoked.connect
+        async def revoked(_app: faust.App, revoked: set, **_: object) -> None:
+            self.held = self.held - {(tp.topic, tp.partition) for tp in revoked}
 
-    @app.page("/healthz")
-    async def healthz(self: View, request: Request) -> Response:
-        # The event loop answered: the process is alive and not wedged.
-        return self.json({"alive": True})
-
-    @app.page("/readyz")
-    async def readyz(self: View, request: Request) -> Response:
-        state = await readiness()
-        return self.json(state.body(), status=200 if state.ready else 503)
-
-    @app.timer(LAG_INTERVAL_S)
-    async def update_lag_and_readiness() -> None:
-        # Also here, not only on /readyz: the ready gauge must be fresh for Prometheus on its own.
-        await readiness()
-        partitions = assigned_raw_partitions()
-        try:
-            lag = await asyncio.get_running_loop().run_in_executor(probe_thread, probe.lag, partitions)
-        except Exception as exc:  # a broker hiccup must not stop the timer; the gauge just goes stale
-            log.warning("could not read consumer lag: %s", exc)
-            return
-        metrics.set_consumer_lag(lag)
+    def __call__(self) -> set[tuple[str, int]]:
+        return set(self.held)
 
 
 def _inbound(message: faust.types.Message, received_at: datetime, taken_at: float) -> Inbound:

@@ -15,7 +15,6 @@ it spans the writes alone and stays short whatever the model's speed.
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import logging
 import threading
@@ -28,12 +27,12 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from streams.flow.driver import BatchDriver
 from streams.flow.pipeline import Pipeline
 from streams.flow.routing import Outgoing
+from streams.kafka.backoff import Backoff
 from streams.kafka.checkpoint import Checkpoint, next_offsets
 from streams.kafka.clients import client_config, fatal_error, polled_messages
 from streams.kafka.inbound import Inbound
 from streams.kafka.membership import membership
-from streams.kafka.replication import Backoff
-from streams.observe.operations_http import OperationsServer
+from streams.observe.http import worker_server
 from streams.settings import Settings, transactional_id
 
 log = logging.getLogger(__name__)
@@ -70,7 +69,7 @@ class TransactionalWorker:
         self.producer = self._new_producer()
         self.driver = BatchDriver(pipeline, settings.topics, settled="committed", writing="transaction")
         # While brokers are short (NOT_ENOUGH_REPLICAS) a batch fails to commit again and again:
-        # a growing pause between tries instead of redoing it at once (streams/kafka/replication.py).
+        # a growing pause between tries instead of redoing it at once (streams/kafka/backoff.py).
         # Short at most: each try already waits on the broker, and a long pause would outlast it.
         self.backoff = Backoff(max_s=RETRY_PAUSE_MAX_S)
 
@@ -96,25 +95,6 @@ class TransactionalWorker:
         consumer.subscribe([self.settings.topics.raw], on_assign=self._on_assign, on_revoke=self._on_revoke)
         return consumer
 
-    def _replace_consumer(self, error: KafkaError) -> None:
-        """After a fatal consumer error: a new consumer under the same group instance id.
-
-        Static membership's failure mode: a broker away longer than the session (a restart) times
-        the member out, and a request of its old member id that lands after it rejoined is refused
-        as fenced by "another consumer with the same group.instance.id" (itself), which librdkafka
-        makes fatal. A new consumer joins as that instance again and resumes from the committed
-        offsets: what was polled and not committed is consumed again, as after any abort.
-        """
-        log.warning(
-            "consumer failed fatally (%s); a new consumer rejoins as instance %s from the committed offsets",
-            error.str(),
-            self.membership.instance_id or "dynamic",
-        )
-        with contextlib.suppress(KafkaException, RuntimeError):
-            self.consumer.close()
-        self.consumer = self._new_consumer()
-        self.checkpoint = Checkpoint(self.consumer)
-
     def _new_producer(self) -> Producer:
         """A producer whose init_transactions fenced every earlier one with this transactional id
         (in this process or a killed one) and aborted its open transaction."""
@@ -132,7 +112,7 @@ class TransactionalWorker:
 
     def run(self, stop: threading.Event) -> None:
         """Until `stop` is set: finishes the batch in hand, then closes (static: its place waits)."""
-        server = OperationsServer.start(self.settings, self.pipeline, lambda: set(self.checkpoint.assigned))
+        server = worker_server(self.settings, self.pipeline.engine, lambda: set(self.checkpoint.assigned))
         log.info(
             "exactly-once worker ready (transactional id %s, group instance %s)",
             transactional_id(self.settings.worker),
@@ -168,7 +148,7 @@ class TransactionalWorker:
         rest = self.consumer.consume(self.settings.batch.max_documents - 1, timeout=window_s)
         rest_fetched_at = time.monotonic()
         if (fatal := fatal_error([first, *rest])) is not None:
-            self._replace_consumer(fatal)
+            self.consumer = self.checkpoint.replace_consumer(fatal, self._new_consumer, self.membership.instance_id)
             return []
         received_at = datetime.now(UTC)
         batch = [Inbound.of(m, received_at, first_fetched_at) for m in polled_messages([first], _warn)]
