@@ -1,4 +1,5 @@
-"""`seqstream ...`: the worker, topic set-up and ACLs, producing, tailing, file extraction and schema export.
+"""`seqstream ...`: the worker, topic set-up and ACLs, producing, file extraction and schema export; reading
+the topics back is in follow.py, the sinks in sink.py.
 
 The tooling (demo, corpus, accuracy table, benchmarks, demo-model training) is `seqstream-ops` (ops/cli.py).
 """
@@ -8,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import sys
-import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -17,6 +17,9 @@ from typing import TYPE_CHECKING
 
 import click
 
+from streams.cli.follow import alerts, audit, tail
+from streams.cli.process import stop_on_signals
+from streams.cli.sink import sink
 from streams.settings import Settings, load_settings
 
 if TYPE_CHECKING:
@@ -102,18 +105,7 @@ def worker(ctx: click.Context, create_topics: bool) -> None:
 def _run_transactional(settings: Settings, pipeline: Pipeline) -> None:
     from streams.workers.transactional import TransactionalWorker
 
-    TransactionalWorker(settings, pipeline).run(_stop_on_signals())
-
-
-def _stop_on_signals() -> threading.Event:
-    """Set by SIGTERM (docker stop, Kubernetes) and Ctrl-C: a loop finishes the batch in hand,
-    commits, and closes (a static member keeps its place in the group for its return)."""
-    import signal
-
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    return stop
+    TransactionalWorker(settings, pipeline).run(stop_on_signals())
 
 
 @cli.group()
@@ -169,86 +161,6 @@ def produce(ctx: click.Context, file: Path, topic: str | None) -> None:
 
 
 @cli.command()
-@click.argument("topic")
-@click.option("--from-beginning/--latest", default=True)
-@click.option("--max-messages", type=int, default=None, help="Stop after this many messages.")
-@click.option("--idle-timeout", type=float, default=None, help="Stop after this many seconds without a message.")
-@click.option("--raw", "raw_json", is_flag=True, help="Print the records as JSON lines.")
-@click.pass_context
-def tail(
-    ctx: click.Context,
-    topic: str,
-    from_beginning: bool,
-    max_messages: int | None,
-    idle_timeout: float | None,
-    raw_json: bool,
-) -> None:
-    """Follow a topic and print its records readably."""
-    from streams.cli.show import describe
-    from streams.kafka.clients import consume
-
-    settings = _settings(ctx)
-    for message in consume(
-        settings, [topic], from_beginning=from_beginning, idle_timeout=idle_timeout, max_messages=max_messages
-    ):
-        value = message.value()
-        click.echo(value.decode("utf-8", "replace") if raw_json else describe(topic, settings.topics, value))
-
-
-@cli.command()
-@click.option("--from-beginning/--latest", default=False, help="Replay the topic, or show only new alerts.")
-@click.option("--max-messages", type=int, default=None, help="Stop after this many alerts.")
-@click.option("--idle-timeout", type=float, default=None, help="Stop after this many seconds without an alert.")
-@click.option("--webhook", help="POST each alert's JSON here (default: SEQSTREAM_ALERTS__WEBHOOK_URL).")
-@click.pass_context
-def alerts(
-    ctx: click.Context, from_beginning: bool, max_messages: int | None, idle_timeout: float | None, webhook: str | None
-) -> None:
-    """Follow the alerts topic as a live table (document, kind, step, entropy, chosen token, alternatives)."""
-    from streams.cli.alerts import follow_alerts
-
-    settings = _settings(ctx)
-    if webhook:
-        settings.alerts.webhook_url = webhook
-    shown, failures = follow_alerts(
-        settings, from_beginning=from_beginning, max_messages=max_messages, idle_timeout=idle_timeout
-    )
-    click.echo(
-        f"{shown} alerts shown"
-        + (f", forwarded to {settings.alerts.webhook_url}" if settings.alerts.webhook_url else ""),
-        err=True,
-    )
-    if failures:
-        raise click.ClickException(f"{failures} alerts could not be delivered to the webhook")
-
-
-@cli.command()
-@click.argument("doc_id")
-@click.option("--idle-timeout", type=float, default=5.0, show_default=True, help="Seconds of silence = end of topic.")
-@click.option("--raw", "raw_json", is_flag=True, help="Print the audit record as JSON.")
-@click.pass_context
-def audit(ctx: click.Context, doc_id: str, idle_timeout: float, raw_json: bool) -> None:
-    """Print the per-token decode trace behind DOC_ID's latest record (needs SEQSTREAM_WORKER__AUDIT=true)."""
-    import msgspec
-
-    from schemas.messages import AuditRecord
-    from streams.cli.show import describe_audit
-    from streams.kafka.clients import consume
-
-    settings = _settings(ctx)
-    key = doc_id.encode()
-    latest = None
-    # Compacted and keyed by doc_id: the last record with the key is the current trace.
-    for message in consume(settings, [settings.topics.audit], idle_timeout=idle_timeout):
-        if message.key() == key:
-            latest = message.value()
-    if latest is None:
-        raise click.ClickException(f"no audit record for {doc_id!r} on {settings.topics.audit}")
-    record = msgspec.json.decode(latest, type=AuditRecord)
-    click.echo(latest.decode() if raw_json else describe_audit(record))
-
-
-@cli.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="JSONL out (default: stdout).")
 @click.pass_context
@@ -283,41 +195,6 @@ def extract(ctx: click.Context, file: Path, output: Path | None) -> None:
 
 
 @cli.group()
-def sink() -> None:
-    """Copy an output topic into another system."""
-
-
-@sink.command("postgres")
-@click.option("--dsn", help="PostgreSQL connection string (default: SEQSTREAM_SINK__DSN, else libpq's PG* variables).")
-@click.pass_context
-def sink_postgres(ctx: click.Context, dsn: str | None) -> None:
-    """Upsert the fields topic into PostgreSQL (doc_fields, field_values) until stopped, exactly once in effect."""
-    try:
-        import psycopg  # an optional extra: say which, not a traceback
-    except ImportError as exc:
-        raise click.ClickException(
-            f"`seqstream sink postgres` needs psycopg 3: pip install 'seqstream[postgres]' ({exc})"
-        ) from None
-    from streams.observe.http import sink_server
-    from streams.sinks.consumer import SinkConsumer
-    from streams.sinks.postgres import PostgresSink
-
-    settings = _settings(ctx)
-    if dsn:
-        settings.sink.dsn = dsn
-    stop = _stop_on_signals()
-    sink = SinkConsumer(settings, PostgresSink(settings))
-    server = sink_server(settings, lambda: set(sink.checkpoint.assigned))
-    try:
-        sink.run(stop)
-    except psycopg.Error as exc:  # unreachable, refused, not allowed: the server's words, not a traceback
-        raise click.ClickException(f"PostgreSQL: {exc}") from None
-    finally:
-        if server is not None:
-            server.stop()
-
-
-@cli.group()
 def schemas() -> None:
     """The JSON Schemas of every message."""
 
@@ -347,6 +224,12 @@ def engine_for(settings: Settings) -> Engine:
     if info.demo:
         log.warning("DEMO MODEL in use (%s): not SeqGPT; its output is for trying the pipeline only", info.name)
     return engine
+
+
+cli.add_command(tail)
+cli.add_command(alerts)
+cli.add_command(audit)
+cli.add_command(sink)
 
 
 def main() -> None:
