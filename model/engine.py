@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from model.answers.checks import word_edges
 from model.answers.prompt import EncodedDocument, encode_prompts
 from model.answers.retry import revisit
 from model.answers.validate import Detokenizer, Extraction, interpret
@@ -54,9 +55,19 @@ def prepare(runner: Runner, docs: Sequence[Document]) -> list[Prepared]:
     prepared = []
     for doc in docs:
         encoded = encode_prompts(runner.tokenizer, doc, settings.labels_per_prompt, settings.max_input_tokens)
-        grammars = runner.constrainer.for_document(doc, encoded.text, encoded.chunks, settings.constrained)
+        grammars = document_grammars(runner.constrainer, doc, encoded.text, encoded.chunks, settings.constrained)
         prepared.append(Prepared(encoded, grammars))
     return prepared
+
+
+def document_grammars(constrainer, doc: Document, text: str, chunks: Sequence[tuple[str, ...]], constrained: bool):
+    """One grammar per prompt of `doc` (its source `text`, as the prompts carry it), or None where its
+    decoding is free: the constraint is off, or the task is classification, whose answer is not
+    copied from the text. Name-like labels' values start and end on the text's word edges."""
+    if not constrained or doc.task != "extract":
+        return None
+    edges = word_edges(text, doc.labels, doc.field_types)
+    return constrainer.rows(text, chunks, doc.field_types, edges)
 
 
 def generate(runner: Runner, prepared: Sequence[Prepared]) -> tuple[list[list[Generation]], Generated]:

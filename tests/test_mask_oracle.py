@@ -29,7 +29,7 @@ from ops.train.tiny import build_tiny_bloom
 from schemas.messages import Document
 from tests.test_constraints import LABELS, TEXTS, document
 
-TYPED = {"电话": "phone", "email": "email", "金额": "amount"}
+TYPED = {"电话": "phone", "email": "email", "金额": "amount", "name": "organisation"}
 
 
 @dataclass
@@ -68,9 +68,9 @@ class CheckingConstrainer(Constrainer):
         self.oracle = OracleConstrainer(vocab, eos_id, device)
         self.seen = Differences()
 
-    def rows(self, text, chunks, types=None):
-        new = super().rows(text, chunks, types)
-        return [(n, o, text) for n, o in zip(new, self.oracle.rows(text, chunks, types), strict=True)]
+    def rows(self, text, chunks, types=None, edges=None):
+        new = super().rows(text, chunks, types, edges)
+        return [(n, o, text) for n, o in zip(new, self.oracle.rows(text, chunks, types, edges), strict=True)]
 
     def grammar(self, rows, prefixes, batch_rows, width):
         new = super().device_grammar([r and r[0] for r in rows], prefixes, batch_rows, width)

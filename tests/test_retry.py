@@ -9,8 +9,9 @@ import msgspec
 import pytest
 from transformers import AutoTokenizer
 
+from model.answers.checks import name_like
 from model.answers.retry import RETRIES_PER_VALUE, first_failure, splice_value
-from model.answers.validate import Extraction
+from model.answers.validate import Extraction, value_problem
 from model.config import EngineSettings
 from model.engine import Extractor
 from model.runner.fast import FastRunner
@@ -18,6 +19,7 @@ from model.runner.loading import DEMO_MODEL_DIR, load_model
 from model.runner.reference import ReferenceRunner
 from model.signals import Generation
 from model.values.field_types import FieldType, matches
+from model.values.lexicon import surnames
 from ops.corpus import generate_corpus
 from ops.eval.accuracy import read_corpus
 from schemas.messages import Document, ReviewCode
@@ -146,7 +148,9 @@ def test_names_that_fail_their_lexicon_are_re_decoded_locally(memorised) -> None
     assert [record(e) for e in engine.extract(docs).extractions] == [record(e) for e in extractions]
 
 
-def test_a_name_cut_mid_word_is_a_failure_the_loop_re_decodes(tiny_model_dir: Path) -> None:
+def test_a_name_cut_mid_word_is_no_failure_the_loop_re_decodes(tiny_model_dir: Path) -> None:
+    """The grammar keeps name-like values on word edges; a cut one found anyway (free decoding) goes
+    to review as it is, without a re-decode."""
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     text = "劳动合同摘要。甲方：上海恒达物流有限公司，乙方：王伟。"
     doc = Document(doc_id="d", text=text, task="extract", labels=("甲方", "乙方"))
@@ -161,21 +165,27 @@ def test_a_name_cut_mid_word_is_a_failure_the_loop_re_decodes(tiny_model_dir: Pa
         finished=True,
     )
     decode = lambda t: tokenizer.decode(list(t), skip_special_tokens=True)  # noqa: E731
-    label, step, end = first_failure(doc, doc.labels, cut, decode, skip=set())
-    assert label == "乙方" and decode(ids[step:end]) == "王"
-    assert first_failure(doc, doc.labels, cut, decode, skip={"乙方"}) is None
+    assert value_problem(doc, "乙方", "王") is not None
+    assert value_problem(doc, "乙方", "王")[0] is ReviewCode.VALUE_BOUNDARY
+    assert first_failure(doc, doc.labels, cut, decode, skip=set()) is None
 
 
-def test_names_the_demo_model_cuts_are_re_decoded_before_they_go_to_review() -> None:
-    """The shipped demo model on the free-phrasing corpus: it cuts names (林雨 for 林雨桐); each cut
-    it still writes after its re-decodes is kept for the reviewer, its spans counting the retries."""
+def test_the_demo_model_cuts_no_name_mid_word() -> None:
+    """The shipped demo model on the free-phrasing corpus cut names (林雨 for 林雨桐) before the
+    grammar held name-like values to word edges; now none is cut, and no pass is spent re-decoding
+    one (only a bare surname, which no word edge tells, could still go to review)."""
     docs, _, _ = read_corpus(Path(__file__).resolve().parent.parent / "ops" / "corpus" / "freeform.jsonl")
     settings = EngineSettings(path=str(DEMO_MODEL_DIR))
     engine = Extractor(FastRunner(load_model(settings), settings))
     extractions = engine.extract(docs).extractions
-    cuts = [(e, r) for e in extractions for r in e.reasons if r.code is ReviewCode.VALUE_BOUNDARY]
-    assert cuts
-    for e, reason in cuts:
-        assert "re-decodes" in reason.detail
-        assert [s.retries > 0 for s in e.fields[reason.label] if s.text == reason.value] == [True]
+    cuts = [r for e in extractions for r in e.reasons if r.code is ReviewCode.VALUE_BOUNDARY]
+    assert all(r.value in surnames() for r in cuts), cuts
+    names = [
+        s
+        for e, d in zip(extractions, docs, strict=True)
+        for label, spans in e.fields.items()
+        for s in spans
+        if name_like(d, label)
+    ]
+    assert names
     assert [record(e) for e in engine.extract(docs).extractions] == [record(e) for e in extractions]

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from model.answers.words import Words, words_of
+from model.grammar.source import CHECKED_TYPES, WordEdges
 from model.values.lexicon import surnames
 from model.values.mentions import MENTIONED_TYPES, mentions
 from schemas.messages import Document, ReviewCode, ReviewReason, Span
@@ -43,7 +44,41 @@ NEAR_EMPTY_MIN_LABELS = 3
 
 
 def name_like(doc: Document, label: str) -> bool:
-    return doc.field_types.get(label) in NAME_TYPES or label in NAME_LABELS
+    return edge_class(label, doc.field_types) is not None
+
+
+# The word-edge classes of name-like labels: a name's edges, and a person's (the person rules too).
+NAME_EDGES, PERSON_EDGES = "name_edges", "person_edges"
+
+
+def edge_class(label: str, types: Mapping[str, str]) -> str | None:
+    """Which word edges a label's values start and end on (None: any character's)."""
+    kind = types.get(label)
+    if kind in CHECKED_TYPES or (kind not in NAME_TYPES and label not in NAME_LABELS):
+        return None  # a checked type's values are held to their type instead
+    return PERSON_EDGES if kind == "person" or label in PARTY_LABELS else NAME_EDGES
+
+
+def word_edges(text: str, labels: Sequence[str], types: Mapping[str, str]) -> WordEdges:
+    """The document's table of where name-like values may start and end, in characters: the grammar
+    (model/grammar/source.py, and the oracle) makes a value cut inside a word illegal by construction,
+    by the rules `boundary_problem` checks (all but "only a surname", which is no position's)."""
+    classes = {label: c for label in labels if (c := edge_class(label, types)) is not None}
+    if not classes:
+        return WordEdges()
+    words = words_of(text)
+    n = len(text)
+    starts = [False] * (n + 1)
+    ends = [False] * (n + 1)
+    for edge in words.edges:
+        if edge not in words.inside_names:
+            starts[edge] = ends[edge] = True
+    person_starts = [
+        ok and not (s > 0 and s - 1 in words.name_heads and text[s - 1] in surnames()) for s, ok in enumerate(starts)
+    ]
+    person_ends = [ok and e not in words.name_tails for e, ok in enumerate(ends)]
+    tables = {NAME_EDGES: (tuple(starts), tuple(ends)), PERSON_EDGES: (tuple(person_starts), tuple(person_ends))}
+    return WordEdges(classes, {c: tables[c] for c in set(classes.values())})
 
 
 def boundary_problem(doc: Document, label: str, value: str) -> str | None:

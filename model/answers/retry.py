@@ -22,7 +22,7 @@ from model.grammar.mask import RowGrammar
 from model.grammar.token_bytes import VALUE_BREAKS
 from model.runner.protocol import Request
 from model.signals import Generation
-from schemas.messages import Document
+from schemas.messages import Document, ReviewCode
 
 RETRIES_PER_VALUE = 3
 # Types re-decoded as a value only, and the most tokens such a value may take.
@@ -66,7 +66,7 @@ def first_failure(doc: Document, labels: Sequence[str], generation: Generation, 
         for piece in pieces:
             steps = piece_steps(piece, ends)
             # A value cut by the token limit would be cut again: only the limit can fix it.
-            if steps and not cut_off(generation, piece, output) and value_problem(doc, label, piece.text) is not None:
+            if steps and not cut_off(generation, piece, output) and redecodable(doc, label, piece.text):
                 least = min(steps, key=lambda s: step_margin(generation, s))
                 failing.append((min(steps), label, least, max(steps) + 1))
                 break
@@ -169,4 +169,12 @@ def _next_revisit(docs, chunks, states, d: int, c: int, decode: Decode) -> list[
 def _label_fails(doc: Document, labels: Sequence[str], generation: Generation, decode: Decode, label: str) -> bool:
     output, _ = detokenize(generation.token_ids, decode)
     answer = read_extraction(output, tuple(labels), doc.text)
-    return label not in answer.values or any(value_problem(doc, label, p.text) for p in answer.values[label])
+    return label not in answer.values or any(redecodable(doc, label, p.text) for p in answer.values[label])
+
+
+def redecodable(doc: Document, label: str, text: str) -> bool:
+    """A value fails a check that a re-decode may pass. A name cut mid-word is not re-decoded: the
+    grammar keeps name-like values on word edges (model/answers/checks.py:word_edges), and what the
+    check finds beyond that (a bare surname) goes to review."""
+    problem = value_problem(doc, label, text)
+    return problem is not None and problem[0] is not ReviewCode.VALUE_BOUNDARY

@@ -15,18 +15,18 @@ import numpy as np
 import torch
 
 from model.grammar.literal import ChunkTable, pad_steps
-from model.grammar.source import UNLIMITED, SourceTables, entries, reach
+from model.grammar.source import UNLIMITED, SourceTables, entries, may_end, reach
 from model.grammar.vocab import VocabIndex
-from schemas.field_sets import FieldType
 
 
 @dataclass(frozen=True)
 class RowGrammar:
-    """One prompt's constraint: its document's tables, its chunk's, and its labels' checked types."""
+    """One prompt's constraint: its document's tables, its chunk's, and its labels' kinds: a checked
+    type, a word-edge class (model/grammar/source.py:WordEdges) or None."""
 
     source: SourceTables
     chunk: ChunkTable
-    types: tuple[FieldType | None, ...]
+    types: tuple[str | None, ...]
 
 
 @dataclass
@@ -53,9 +53,11 @@ class Layout:
     state_offset: np.ndarray = field(init=False)
     complete: np.ndarray = field(init=False)
     exit_state: np.ndarray = field(init=False)
-    type_names: list[FieldType | None] = field(init=False)
+    type_names: list[str | None] = field(init=False)
     row_type: np.ndarray = field(init=False)
     reach: list[np.ndarray] = field(init=False)
+    end_ok: np.ndarray = field(init=False)  # [kinds, positions] bool: a value of the kind may end here
+    alive: np.ndarray = field(init=False)  # [kinds, positions + 1] bool: ... may be here (and reach an end)
     n_heads: int = field(init=False)
     entry_key: np.ndarray = field(init=False)
     entry_pos: np.ndarray = field(init=False)
@@ -141,6 +143,13 @@ def build_layout(rows: Sequence[RowGrammar | None], vocab: VocabIndex, device: t
             for d, (s, o) in enumerate(zip(source_list, out.source_offset, strict=False))
         ]
         out.reach.append(np.concatenate([*spans, np.array([UNLIMITED])]))
+    # Where each kind's values may end (a character boundary, and a word edge for a word-edge class),
+    # and where they may be; one more position than the documents', always allowed, for padding.
+    ends = [[may_end(s, kind) for s in source_list] for kind in types]
+    out.end_ok = np.stack([out.boundary, *(np.concatenate([e for e, _ in k] or [out.boundary]) for k in ends)])
+    out.alive = np.stack(
+        [np.ones(total + 1, dtype=bool), *(np.concatenate([*(a for _, a in k), [True]]) for k in ends)]
+    )
     # Glue entries per (document, head): sorted by (set, token); set = document * heads + head.
     out.n_heads = max(1, len(heads))
     keys, pos, taken = [], [], []
@@ -165,8 +174,8 @@ def build_layout(rows: Sequence[RowGrammar | None], vocab: VocabIndex, device: t
         for t in range(n_types):
             tok = out.entry_key[lo:hi] - set_id * (size + 1)
             if t:
-                p = out.entry_pos[lo:hi]
-                tok = tok[p + out.entry_taken[lo:hi] <= out.reach[t][p]]
+                p, ends_at = out.entry_pos[lo:hi], out.entry_pos[lo:hi] + out.entry_taken[lo:hi]
+                tok = tok[(ends_at <= out.reach[t][p]) & out.alive[t][ends_at]]
             if not len(tok):
                 continue
             out.entry_row[set_id * n_types + t] = len(dense)

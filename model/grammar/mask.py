@@ -21,12 +21,11 @@ import torch
 from model.grammar.device import DeviceGrammar
 from model.grammar.layout import RowGrammar, build_layout
 from model.grammar.literal import ChunkTable, build_chunk_table
-from model.grammar.source import CHECKED_TYPES, UNLIMITED, SourceTables, prepare_source
+from model.grammar.source import CHECKED_TYPES, UNLIMITED, SourceTables, WordEdges, prepare_source
 from model.grammar.tables import device_tables
 from model.grammar.token_bytes import TokenBytes
 from model.grammar.vocab import VocabIndex, member
 from schemas.field_sets import FieldType
-from schemas.messages import Document
 
 # Documents whose tables stay built: a few micro-batches' worth (the validation loop asks again).
 SOURCES_KEPT = 128
@@ -108,31 +107,29 @@ class Constrainer:
         self._sources: dict[str, SourceTables] = {}
 
     def rows(
-        self, text: str, chunks: Sequence[tuple[str, ...]], types: Mapping[str, FieldType] | None = None
+        self,
+        text: str,
+        chunks: Sequence[tuple[str, ...]],
+        types: Mapping[str, FieldType] | None = None,
+        edges: WordEdges | None = None,
     ) -> list[RowGrammar]:
+        """One row per chunk of `text`; a label's values are held to its checked type or, for a
+        name-like label, to the word edges `edges` gives it (the same for every call with `text`)."""
         source = self._sources.get(text)
-        if source is None:
+        if source is None or (edges is not None and not edges.tables.keys() <= source.ends.keys()):
             if len(self._sources) >= SOURCES_KEPT:
                 del self._sources[next(iter(self._sources))]  # the oldest: batches come in order
-            source = self._sources[text] = prepare_source(text, self.vocab)
+            source = self._sources[text] = prepare_source(text, self.vocab, edges)
         types = types or {}
+        classes = edges.classes if edges is not None else {}
         out = []
         for labels in chunks:
             chunk = self._chunks.get(labels)
             if chunk is None:
                 chunk = self._chunks[labels] = build_chunk_table(labels, self.tokens)
-            checked = tuple(types.get(label) if types.get(label) in CHECKED_TYPES else None for label in labels)
-            out.append(RowGrammar(source, chunk, checked))
+            kinds = tuple(t if (t := types.get(label)) in CHECKED_TYPES else classes.get(label) for label in labels)
+            out.append(RowGrammar(source, chunk, kinds))
         return out
-
-    def for_document(
-        self, doc: Document, source: str, chunks: Sequence[tuple[str, ...]], constrained: bool
-    ) -> list[RowGrammar] | None:
-        """One row per prompt of `doc`, or None where its decoding is free: the constraint is off, or
-        the task is classification, whose answer is not copied from the text."""
-        if not constrained or doc.task != "extract":
-            return None
-        return self.rows(source, chunks, doc.field_types)
 
     def batch(self, rows: Sequence[RowGrammar | None], prefixes: Sequence[Sequence[int]] = ()) -> GrammarBatch:
         return GrammarBatch(rows, self.vocab, self.eos_id, self.device, prefixes)
@@ -317,19 +314,21 @@ class GrammarBatch:
         if kind.any():
             start = np.repeat(end_pos, counts) - part.length[cont_row]
             ends_at = np.repeat(end_pos, counts) + self.vocab.lengths[cont_tok]
-            fits = np.ones(len(cont_row), dtype=bool)
+            fits = self.tables.alive[kind, ends_at]
             for t in np.unique(kind[kind > 0]):
                 sel = kind == t
-                fits[sel] = ends_at[sel] <= self.tables.reach[t][start[sel]]
+                fits[sel] &= ends_at[sel] <= self.tables.reach[t][start[sel]]
             cont_row, cont_tok = cont_row[fits], cont_tok[fits]
         rows.append(cont_row)
         toks.append(cont_tok)
         return (np.concatenate(rows), np.concatenate(toks)), glue_rows, glue_ids
 
     def _can_end(self, part: State) -> np.ndarray:
-        """Per row: a value is open and may end here (some end position is a character boundary)."""
+        """Per row: a value is open and may end here (some end position is a character boundary, and a
+        word edge where its label's values end on words)."""
         out = np.zeros(len(part.row), dtype=bool)
-        out[part.end_row[self.tables.boundary[part.end_pos]]] = True
+        kind = self.tables.row_type[part.row[part.end_row], part.label[part.end_row]]
+        out[part.end_row[self.tables.end_ok[kind, part.end_pos]]] = True
         return out
 
     def _literal_sources(self, part: State, live: np.ndarray, can_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -5,6 +5,7 @@ may run from each start. Built once per document with numpy, then only looked up
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,6 +21,22 @@ _IDEOGRAPHIC_SPACE = "\u3000".encode()
 # Types whose values are checked while they are decoded (model/values/field_types.py:viable_prefix).
 CHECKED_TYPES = frozenset({"phone", "id_card", "email"})
 UNLIMITED = np.iinfo(np.int64).max // 4
+
+
+@dataclass(frozen=True)
+class WordEdges:
+    """A document's word edges for its name-like labels (model/answers/checks.py:word_edges): each such
+    label's edge class, and per class, by character offset (0 to len(text)), where its values may start
+    and where they may end."""
+
+    classes: Mapping[str, str] = field(default_factory=dict)
+    tables: Mapping[str, tuple[Sequence[bool], Sequence[bool]]] = field(default_factory=dict)
+
+
+def byte_offsets(text: str) -> np.ndarray:
+    """[chars + 1]: where each character starts in the UTF-8 bytes, then the end."""
+    sizes = np.fromiter((len(ch.encode()) for ch in text), dtype=np.int64, count=len(text))
+    return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
 
 @dataclass
@@ -44,13 +61,20 @@ class SourceTables:
     key: np.ndarray
     entries: dict[bytes, Entries] = field(default_factory=dict)
     reach: dict[str, np.ndarray] = field(default_factory=dict)
+    # Per word-edge class, [P + 1] bool: where such a value may end (a character boundary and a word
+    # edge), and where a value may be and still reach such an end, token by token (a word holding a
+    # character the vocabulary cannot spell is no dead end the grammar walks into).
+    ends: dict[str, np.ndarray] = field(default_factory=dict)
+    alive: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def size(self) -> int:
         return len(self.data)
 
 
-def prepare_source(text: str, vocab: VocabIndex) -> SourceTables:
+def prepare_source(text: str, vocab: VocabIndex, edges: WordEdges | None = None) -> SourceTables:
+    """The document's tables; a word-edge class's starts go into its `reach` (a start that is no
+    word edge reaches itself: no value opens there) and its ends into `ends`."""
     raw = text.encode()
     data = np.frombuffer(raw, dtype=np.uint8)
     size = len(data)
@@ -74,7 +98,39 @@ def prepare_source(text: str, vocab: VocabIndex) -> SourceTables:
         first=first,
         key=pos * (vocab.size + 1) + tok,
     )
+    if edges is not None and edges.tables:
+        offsets = byte_offsets(text)
+        for name, (starts, ends) in edges.tables.items():
+            may_start = np.zeros(size + 1, dtype=bool)
+            may_start[offsets[np.asarray(starts, dtype=bool)]] = True
+            positions = np.arange(size + 1, dtype=np.int64)
+            tables.reach[name] = np.where(may_start, UNLIMITED, positions)
+            may_end = np.zeros(size + 1, dtype=bool)
+            may_end[offsets[np.asarray(ends, dtype=bool)]] = True
+            tables.ends[name] = may_end & boundary
+            tables.alive[name] = _reaching(tables, tables.ends[name], vocab.lengths)
     return tables
+
+
+def _reaching(tables: SourceTables, ends: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """[P + 1]: the positions from which some run of source tokens (no value break) reaches one of
+    `ends`; grown from `ends` backwards a token at a time, as many rounds as the longest such run."""
+    alive = ends.copy()
+    following = tables.match_pos + lengths[tables.match_tok]
+    while True:
+        grown = alive.copy()
+        grown[tables.match_pos[alive[following]]] = True
+        if (grown == alive).all():
+            return alive
+        alive = grown
+
+
+def may_end(tables: SourceTables, kind: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """[P + 1] each: where a value of `kind` (a checked type, a word-edge class or None) may end, and
+    where it may be (still reaching an end)."""
+    if kind not in tables.ends:
+        return tables.boundary, np.ones(tables.size + 1, dtype=bool)
+    return tables.ends[kind], tables.alive[kind]
 
 
 def entries(tables: SourceTables, vocab: VocabIndex, head: bytes) -> Entries:
@@ -94,9 +150,10 @@ def entries(tables: SourceTables, vocab: VocabIndex, head: bytes) -> Entries:
     return found
 
 
-def reach(tables: SourceTables, kind: FieldType) -> np.ndarray:
+def reach(tables: SourceTables, kind: str) -> np.ndarray:
     """[P + 1]: per start, the byte where the longest value of the checked type `kind` starting there
-    may end (values are checked as prefixes: model/values/field_types.py:viable_prefix)."""
+    may end (values are checked as prefixes: model/values/field_types.py:viable_prefix); for a
+    word-edge class, unlimited from a word edge and nothing elsewhere."""
     found = tables.reach.get(kind)
     if found is None:
         found = tables.reach[kind] = _typed_reach(tables, kind)
@@ -112,7 +169,7 @@ def _typed_reach(tables: SourceTables, kind: FieldType) -> np.ndarray:
     from each start is found by binary search over its length in characters. A cut character counts
     as the source character it is cut from."""
     text = tables.data.tobytes().decode()
-    offsets = np.concatenate([[0], np.cumsum([len(ch.encode()) for ch in text])]).astype(np.int64)
+    offsets = byte_offsets(text)
     char_at = np.full(tables.size + 1, -1, dtype=np.int64)
     char_at[offsets] = np.arange(len(offsets))
     out = np.arange(tables.size + 1, dtype=np.int64)  # a start that cannot open a value reaches itself

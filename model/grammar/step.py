@@ -49,7 +49,8 @@ def legal(tables: DeviceTables, state: DeviceState) -> tuple[torch.Tensor, torch
     following = tables.pos_tok[at]
     kind = _value_type(tables, state, row)
     start = at - state.length[row]
-    fits = (at[:, None] + tables.tok_len[following]) <= tables.reach[kind, start][:, None]
+    ends_at = (at[:, None] + tables.tok_len[following]).clamp(max=tables.alive.shape[1] - 1)
+    fits = (ends_at <= tables.reach[kind, start][:, None]) & tables.alive[kind[:, None], ends_at]
     keep = (valid & live[row])[:, None] & fits & (following != trash)
     mask.index_put_((row[:, None].expand_as(following), torch.where(keep, following, trash)), _true(mask))
     has |= torch.zeros(rows, dtype=torch.long, device=mask.device).index_add_(0, row, keep.any(1).long()) > 0
@@ -133,7 +134,9 @@ def _true(like: torch.Tensor) -> torch.Tensor:
 def _sources(tables: DeviceTables, state: DeviceState, live: torch.Tensor) -> torch.Tensor:
     """[B, 2] literal states to step from (own, and the way out of the open value where it may end);
     the empty state where there is none."""
-    can_end = (state.ends.view(torch.uint8) & tables.row_boundary.view(torch.uint8)).amax(1) > 0
+    rows = torch.arange(tables.rows, device=state.ends.device)
+    boundary = tables.row_boundary[rows, _value_type(tables, state, rows)]
+    can_end = (state.ends.view(torch.uint8) & boundary.view(torch.uint8)).amax(1) > 0
     exits = tables.exit_state.gather(1, state.label.clamp(min=0)[:, None])[:, 0]
     own = torch.where(live & (state.literal >= 0), state.literal, tables.no_state)
     out = torch.where(live & can_end & (state.label >= 0) & (exits >= 0), exits, tables.no_state)

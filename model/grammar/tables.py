@@ -45,11 +45,14 @@ class DeviceTables:
     row_type: torch.Tensor
     entry_base: torch.Tensor  # [B]: the row's document * heads, the first of its entry sets
     row_offset: torch.Tensor  # [B]: where the row's document starts in the batch's positions
-    row_boundary: torch.Tensor  # [B, ends_width] bool: a character starts at the local position
+    # [B, kinds, ends_width] bool: a value of the kind may end at the local position (a character
+    # starts there, and for a word-edge class a word does).
+    row_boundary: torch.Tensor
     # Per global position: the tokens whose bytes occur there [P, M], padded with `trash`.
     pos_tok: torch.Tensor
     tok_len: torch.Tensor  # [trash + 1]: each token's bytes, 0 for special tokens and padding
     reach: torch.Tensor  # [types, P + 1]: where a checked type's value may run to from each start
+    alive: torch.Tensor  # [types, P + 1] bool: where a value of the kind may be (and still reach an end)
     n_heads: int
     n_types: int
     vocab_stride: int  # entry keys are set * vocab_stride + token
@@ -95,10 +98,11 @@ def device_tables(layout: Layout, vocab: VocabIndex, eos_id: int, width: int, de
     ends_width = -(-(value_width + 1) // 8) * 8
     local = np.arange(ends_width)
     inside = local[None, :] < row_size[:, None]
-    boundary = np.zeros((n, ends_width), dtype=bool)
+    kinds = len(layout.type_names)
+    boundary = np.zeros((n, kinds, ends_width), dtype=bool)
     if len(layout.boundary):
         at = np.minimum(starts[:, None] + local[None, :], len(layout.boundary) - 1)
-        boundary = inside & layout.boundary[at]
+        boundary = inside[:, None, :] & layout.end_ok[:, at].transpose(1, 0, 2)
     # Tokens at each global position, padded to the most at any one.
     total = layout.positions
     counts = np.diff(layout.first) if total else np.zeros(0, dtype=np.int64)
@@ -136,6 +140,7 @@ def device_tables(layout: Layout, vocab: VocabIndex, eos_id: int, width: int, de
         pos_tok=tensor(pos_tok),
         tok_len=tensor(tok_len),
         reach=tensor(np.stack(layout.reach)),
+        alive=tensor(layout.alive),
         n_heads=layout.n_heads,
         n_types=len(layout.type_names),
         vocab_stride=size + 1,

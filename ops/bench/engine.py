@@ -32,7 +32,7 @@ from model.answers.prompt import encode_prompts
 from model.answers.validate import Extraction
 from model.clock import ms_since, sum_timings
 from model.config import EngineSettings
-from model.engine import Extractor, prepare
+from model.engine import Extractor, document_grammars, prepare
 from model.grammar.mask import Constrainer
 from model.runner.fast import LENGTH_BUCKET, FastRunner, bucket
 from model.runner.loading import load_model
@@ -133,7 +133,7 @@ def preparation_ms(engine: FastRunner | ReferenceRunner, docs: list[Document]) -
         )
         tokenize += ms_since(started)
         started = time.perf_counter()
-        cold.for_document(doc, encoded.text, encoded.chunks, engine.settings.constrained)
+        document_grammars(cold, doc, encoded.text, encoded.chunks, engine.settings.constrained)
         prepare += ms_since(started)
     return tokenize / len(docs), prepare / len(docs)
 

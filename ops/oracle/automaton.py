@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from model.grammar.source import WordEdges
 from model.grammar.token_bytes import VALUE_BREAKS
 from model.values.field_types import FieldType, viable_prefix
 
@@ -90,14 +91,18 @@ class Source:
     def is_boundary(self, p: int) -> bool:
         return p == len(self.data) or self.data[p] & 0xC0 != 0x80
 
-    def can_end(self, ends: frozenset[int]) -> bool:
-        return any(self.is_boundary(e) for e in ends)
-
 
 class Grammar:
-    """The automaton of one prompt: its chunk's labels over one document's source."""
+    """The automaton of one prompt: its chunk's labels over one document's source. A name-like label's
+    values start and end only on the word edges `edges` gives its class (in characters)."""
 
-    def __init__(self, source: Source, labels: tuple[str, ...], types: Mapping[str, FieldType] | None = None) -> None:
+    def __init__(
+        self,
+        source: Source,
+        labels: tuple[str, ...],
+        types: Mapping[str, FieldType] | None = None,
+        edges: WordEdges | None = None,
+    ) -> None:
         self.source = source
         self.heads = [label.encode() + LABEL_SEPARATOR for label in labels]
         self.complete = (1 << len(labels)) - 1
@@ -105,6 +110,33 @@ class Grammar:
         self.types: list[FieldType | None] = [
             types.get(label) if types.get(label) not in (None, "text") else None for label in labels
         ]
+        classes = edges.classes if edges is not None else {}
+        self.edge_class: list[str | None] = [classes.get(label) for label in labels]
+        # Per label: the byte positions its values may start and end at, None where any will do.
+        self.edge_starts: list[frozenset[int] | None] = []
+        self.edge_ends: list[frozenset[int] | None] = []
+        at = [0]
+        for ch in source.data.decode():
+            at.append(at[-1] + len(ch.encode()))
+        for name in self.edge_class:
+            if name is None or edges is None:
+                self.edge_starts.append(None)
+                self.edge_ends.append(None)
+                continue
+            starts, ends = edges.tables[name]
+            self.edge_starts.append(frozenset(at[i] for i, ok in enumerate(starts) if ok))
+            self.edge_ends.append(frozenset(at[i] for i, ok in enumerate(ends) if ok))
+
+    def can_end(self, c: Value) -> bool:
+        """The value may end here: on a character boundary, and a word edge where its label asks."""
+        ends = self.edge_ends[c.label]
+        return any(self.source.is_boundary(e) and (ends is None or e in ends) for e in c.ends)
+
+    def starts(self, label: int, first: int) -> list[int]:
+        """Where a value of `label` whose first byte is `first` may start."""
+        found = self.source.starts_by_byte.get(first, [])
+        allowed = self.edge_starts[label]
+        return found if allowed is None else [p for p in found if p in allowed]
 
     def initial(self) -> frozenset[Config]:
         return frozenset({Line(0, b"")})
@@ -114,7 +146,7 @@ class Grammar:
         for c in configs:
             if isinstance(c, LineEnd) and c.answered == self.complete:
                 return True
-            if isinstance(c, Value) and c.answered == self.complete and self.source.can_end(c.ends):
+            if isinstance(c, Value) and c.answered == self.complete and self.can_end(c):
                 return True
         return False
 
@@ -147,7 +179,7 @@ class Grammar:
             return list(found)
         if isinstance(c, ValueStart):
             found = []
-            starts = self.source.starts_by_byte.get(b)
+            starts = self.starts(c.label, b)
             if starts and self.viable(c.label, bytes([b])):
                 found.append(Value(c.answered, c.label, frozenset(p + 1 for p in starts), bytes([b])))
             if c.first and b == NONE_WORD[0]:
@@ -155,7 +187,7 @@ class Grammar:
             return found
         if isinstance(c, Value):
             if b in VALUE_BREAKS:
-                if not self.source.can_end(c.ends):
+                if not self.can_end(c):
                     return []
                 if b == TAB:
                     return [ValueStart(c.answered, c.label, False)]
@@ -186,7 +218,7 @@ class Grammar:
         if isinstance(c, ValueStart):
             return [NONE_WORD[0]] if c.first else []
         if isinstance(c, Value):
-            return [TAB, NEWLINE] if self.source.can_end(c.ends) else []
+            return [TAB, NEWLINE] if self.can_end(c) else []
         if isinstance(c, NoneWord):
             return [NONE_WORD[c.consumed]]
         return [NEWLINE]

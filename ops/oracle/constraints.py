@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 import torch
 
+from model.grammar.source import WordEdges
 from model.grammar.token_bytes import TokenBytes
 from model.values.field_types import FieldType
 from ops.oracle.automaton import Config, Grammar, Source, Value, ValueStart
-from schemas.messages import Document
 
 # Up to this many end positions, a value's continuations are sliced per position, else gathered.
 FEW_ENDS = 32
@@ -40,6 +40,11 @@ class SourceIndex:
         self.vocab = vocab
         self.device = device
         matches = vocab.tokens_at(self.source.data, range(len(self.source.data)))
+        # Per position, where the tokens found there end.
+        self.steps: dict[int, set[int]] = {}
+        for p, t in matches:
+            self.steps.setdefault(p, set()).add(p + len(vocab.by_id[t]))
+        self._alive: dict[str, frozenset[int]] = {}
         # Matches come sorted by position: the tokens at position p are match_tok[first[p]:first[p + 1]].
         self.match_pos = torch.tensor([p for p, _ in matches], dtype=torch.long, device=device)
         self.match_tok = torch.tensor([t for _, t in matches], dtype=torch.long, device=device)
@@ -48,7 +53,7 @@ class SourceIndex:
             self.first[p + 1] += 1
         for p in range(1, len(self.first)):
             self.first[p] += self.first[p - 1]
-        self._entries: dict[bytes, torch.Tensor] = {}
+        self._entries: dict[tuple[bytes, str | None], torch.Tensor] = {}
 
     def continuations(self, ends: frozenset[int] | Sequence[int]) -> torch.Tensor:
         """Tokens whose bytes occur in the source at one of `ends` (an id may repeat)."""
@@ -59,16 +64,32 @@ class SourceIndex:
         at[torch.tensor(list(ends), dtype=torch.long, device=self.device)] = True
         return self.match_tok[at[self.match_pos]]
 
-    def entries(self, head: bytes) -> torch.Tensor:
-        """Tokens made of `head` and then the start of a value."""
-        if head not in self._entries:
-            if head:
-                found = self.vocab.tokens_at(self.source.data, self.source.starts, head)
-                ids = torch.tensor(sorted({t for _, t in found}), dtype=torch.long, device=self.device)
-            else:
+    def alive(self, name: str, ends: frozenset[int]) -> frozenset[int]:
+        """The positions from which tokens of the source reach one of `ends` (cached under `name`)."""
+        if name not in self._alive:
+            alive = set(ends)
+            for p in range(len(self.source.data), -1, -1):
+                if p not in alive and any(e in alive for e in self.steps.get(p, ())):
+                    alive.add(p)
+            self._alive[name] = frozenset(alive)
+        return self._alive[name]
+
+    def entries(self, head: bytes, edges: tuple[str, frozenset[int], frozenset[int]] | None = None) -> torch.Tensor:
+        """Tokens made of `head` and then the start of a value; for a word-edge class `edges` (its
+        name, starts and ends), at one of its starts and into a place that still reaches its ends."""
+        key = (head, edges and edges[0])
+        if key not in self._entries:
+            if edges is None and not head:
                 ids = self.continuations(self.source.starts)
-            self._entries[head] = ids
-        return self._entries[head]
+            else:
+                at = [p for p in self.source.starts if edges is None or p in edges[1]]
+                found = self.vocab.tokens_at(self.source.data, at, head)
+                if edges is not None:
+                    alive = self.alive(edges[0], edges[2])
+                    found = [(p, t) for p, t in found if p + len(self.vocab.by_id[t]) - len(head) in alive]
+                ids = torch.tensor(sorted({t for _, t in found}), dtype=torch.long, device=self.device)
+            self._entries[key] = ids
+        return self._entries[key]
 
 
 @dataclass
@@ -107,7 +128,7 @@ class RowConstraint:
             parts.append(self._entries(head, label))
         for c in configs:
             if isinstance(c, Value):
-                parts.append(self._typed(self.index.continuations(c.ends), c.label, c.text))
+                parts.append(self._typed(self._continuations(c), c.label, c.text))
             elif isinstance(c, ValueStart):
                 parts.append(self._entries(b"", c.label))
         if literal.end:
@@ -158,8 +179,29 @@ class RowConstraint:
     def _entries(self, head: bytes, label: int) -> torch.Tensor:
         key = (head, label)
         if key not in self._typed_entries:
-            self._typed_entries[key] = self._typed(self.index.entries(head), label, b"", len(head))
+            self._typed_entries[key] = self._typed(self.index.entries(head, self._edges(label)), label, b"", len(head))
         return self._typed_entries[key]
+
+    def _edges(self, label: int) -> tuple[str, frozenset[int], frozenset[int]] | None:
+        g = self.grammar
+        name = g.edge_class[label]
+        return None if name is None else (name, g.edge_starts[label], g.edge_ends[label])
+
+    def _continuations(self, c: Value) -> torch.Tensor:
+        """Tokens occurring at the value's ends; for a word-edge class, only into a place that still
+        reaches one of its ends."""
+        edges = self._edges(c.label)
+        if edges is None:
+            return self.index.continuations(c.ends)
+        alive = self.index.alive(edges[0], edges[2])
+        by_id, first = self.vocab.by_id, self.index.first
+        ids = [
+            t
+            for e in c.ends
+            for t in self.index.match_tok[first[e] : first[e + 1]].tolist()
+            if e + len(by_id[t]) in alive
+        ]
+        return torch.tensor(ids, dtype=torch.long, device=self.index.device)
 
     def _typed(self, ids: torch.Tensor, label: int, text: bytes, skip: int = 0) -> torch.Tensor:
         """`ids` less the tokens that would take a typed value off every viable prefix."""
@@ -173,7 +215,7 @@ class RowConstraint:
 def _literal_key(c: Config, grammar: Grammar) -> object:
     """What the literal walk depends on: a value's end positions matter only as 'may it end here'."""
     if isinstance(c, Value):
-        return ("value", c.answered, c.label, grammar.source.can_end(c.ends))
+        return ("value", c.answered, c.label, grammar.can_end(c))
     return c
 
 
@@ -236,20 +278,15 @@ class Constrainer:
         self._indexes: dict[str, SourceIndex] = {}
 
     def rows(
-        self, text: str, chunks: Sequence[tuple[str, ...]], types: Mapping[str, FieldType] | None = None
+        self,
+        text: str,
+        chunks: Sequence[tuple[str, ...]],
+        types: Mapping[str, FieldType] | None = None,
+        edges: WordEdges | None = None,
     ) -> list[RowConstraint]:
         index = self._indexes.get(text)
         if index is None:
             if len(self._indexes) >= INDEXES_KEPT:
                 del self._indexes[next(iter(self._indexes))]  # the oldest: batches come in order
             index = self._indexes[text] = SourceIndex(text, self.vocab, self.device)
-        return [RowConstraint(Grammar(index.source, chunk, types), index, self.eos_id) for chunk in chunks]
-
-    def for_document(
-        self, doc: Document, source: str, chunks: Sequence[tuple[str, ...]], constrained: bool
-    ) -> list[RowConstraint] | None:
-        """One row per prompt of `doc`, or None where its decoding is free: the constraint is off, or
-        the task is classification, whose answer is not copied from the text."""
-        if not constrained or doc.task != "extract":
-            return None
-        return self.rows(source, chunks, doc.field_types)
+        return [RowConstraint(Grammar(index.source, chunk, types, edges), index, self.eos_id) for chunk in chunks]
