@@ -34,14 +34,6 @@ class EngineSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     top_alternatives: int = 5
     # Decode only answers the parser reads, with values copied from the source (model/grammar/mask.py).
     constrained: bool = True
-    # Copy-draft decoding (model/grammar/draft.py): several tokens per forward pass, the same tokens.
-    # Off unless asked for: on an H200 (ops/BENCHMARKS.md) a verify pass cost ~30 ms of host work
-    # (one masked greedy step per drafted position) and saved a quarter of the passes, where a
-    # step of the model alone took 0.5 ms. It pays only where the model's step dwarfs that. A verify
-    # pass's matrix products also take shapes set by the batch mates' drafts, and kernels round by
-    # shape, so the float signals (confidence, entropy) move by ~1e-6 with the batch.
-    copy_draft: Literal["on", "off"] = "off"
-    draft_tokens: int = 8
     # The blocks' weights in int8 (LLM.int8) or 4-bit NF4 through bitsandbytes (model/runner/quantize.py):
     # CUDA and the fast engine only, bitsandbytes from the `gpu` extra.
     quantize: Literal["none", "int8", "nf4"] = "none"

@@ -21,10 +21,6 @@ class StepSignals:
     top_ids: torch.Tensor  # [B, k]
     top_probs: torch.Tensor  # [B, k]
     forced: torch.Tensor | None = None  # [B] bool: the constraint left one legal token
-    # With drafts, one forward pass verifies several steps and rows take different numbers of them:
-    # taken [B] says which rows' generations this step belongs to, drafted [B] which were drafts.
-    taken: torch.Tensor | None = None
-    drafted: torch.Tensor | None = None
 
 
 SignalTensors = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
@@ -120,7 +116,6 @@ class Generation:
     finished: bool = False
     # Per step, for the audit trail; empty means no step was (the reference engine's case).
     forced: list[bool] = field(default_factory=list)
-    drafted: list[bool] = field(default_factory=list)
 
     def steps(self, start: int = 0, stop: int | None = None) -> Generation:
         """Steps [start, stop): finished only where the last step is kept."""
@@ -129,13 +124,12 @@ class Generation:
             *(getattr(self, name)[window] for name in PER_STEP),
             finished=self.finished and (stop is None or stop >= len(self.token_ids)),
             forced=self.forced[window],
-            drafted=self.drafted[window],
         )
 
     def choosing(self, step: int, token: int) -> Generation:
         """Step `step` alone with `token` chosen instead, one of its runners-up: the step's
-        distribution as it was, the token's probability from the runners-up, neither forced nor
-        drafted (a revisit's choice)."""
+        distribution as it was, the token's probability from the runners-up, not forced (a
+        revisit's choice)."""
         prob = dict(zip(self.top_ids[step], self.top_probs[step], strict=True))[token]
         return Generation(
             [token],
@@ -144,7 +138,6 @@ class Generation:
             self.top_ids[step : step + 1],
             self.top_probs[step : step + 1],
             forced=[False] if self.forced else [],
-            drafted=[False] if self.drafted else [],
         )
 
     def __add__(self, later: Generation) -> Generation:
@@ -160,7 +153,6 @@ class Generation:
             *(getattr(self, name) + getattr(later, name) for name in PER_STEP),
             finished=later.finished,
             forced=flags("forced"),
-            drafted=flags("drafted"),
         )
 
 
@@ -178,14 +170,10 @@ def collect_generations(steps: list[StepSignals], eos_id: int) -> list[Generatio
     top_ids = torch.stack([s.top_ids for s in steps], dim=1).tolist()
     top_probs = torch.stack([s.top_probs for s in steps], dim=1).tolist()
     forced = _flags(steps, "forced")
-    drafted = _flags(steps, "drafted")
-    taken = _flags(steps, "taken")
     generations = []
     for row, ids in enumerate(chosen):
-        keep = [i for i, t in enumerate(taken[row]) if t] if taken is not None else list(range(len(ids)))
-        ids = [ids[i] for i in keep]
         length = ids.index(eos_id) + 1 if eos_id in ids else len(ids)
-        keep = keep[:length]
+        keep = range(length)
         generations.append(
             Generation(
                 token_ids=ids[:length],
@@ -195,7 +183,6 @@ def collect_generations(steps: list[StepSignals], eos_id: int) -> list[Generatio
                 top_probs=[top_probs[row][i] for i in keep],
                 finished=eos_id in ids,
                 forced=[forced[row][i] for i in keep] if forced is not None else [],
-                drafted=[drafted[row][i] for i in keep] if drafted is not None else [],
             )
         )
     return generations

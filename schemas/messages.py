@@ -349,9 +349,8 @@ class TokenTrace(msgspec.Struct, frozen=True, kw_only=True):
     # The chosen token's probability minus the runner-up's: how close the greedy choice was.
     margin: float
     entropy_nats: float
-    # Set by engines that constrain decoding (forced) or verify drafted tokens (drafted).
+    # Set by engines that constrain decoding: the grammar left one legal token.
     forced: bool = False
-    drafted: bool = False
 
 
 class PromptTrace(msgspec.Struct, frozen=True, kw_only=True):

@@ -142,7 +142,7 @@ def test_the_fast_engine_decodes_the_same_tokens_with_the_device_grammar_and_the
 
     texts = [raw["text"] for raw, _ in sample_documents(120, seed=1)]
     build_tiny_bloom(tmp_path, texts, seed=3, n_layer=1, hidden_size=32, n_head=2, initializer_range=0.3)
-    settings_ = EngineSettings(path=str(tmp_path), max_new_tokens=48, copy_draft="off")
+    settings_ = EngineSettings(path=str(tmp_path), max_new_tokens=48)
     loaded = load_model(settings_)
     docs = long_documents(12, seed=0)
     docs = [msgspec.structs.replace(d, field_types={k: v for k, v in TYPES.items() if k in d.labels}) for d in docs]

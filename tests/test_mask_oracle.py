@@ -83,7 +83,7 @@ def checking(tmp_path_factory):
     texts = [raw["text"] for raw, _ in sample_documents(60, seed=5)] + ["None name Name email"]
     directory = tmp_path_factory.mktemp("oracle-bloom")
     build_tiny_bloom(directory, texts, seed=5, n_layer=2, hidden_size=64, n_head=4, initializer_range=0.3)
-    settings_ = EngineSettings(path=str(directory), max_new_tokens=40, copy_draft="off")
+    settings_ = EngineSettings(path=str(directory), max_new_tokens=40)
     runner = FastRunner(load_model(settings_), settings_)
     runner.constrainer = CheckingConstrainer(runner.constrainer.tokens, runner.eos_id, runner.device)
     return Extractor(runner)

@@ -172,8 +172,8 @@ def test_audit_trail_matches_the_records_it_explains(processed: ProcessedRun) ->
             for token in prompt.tokens:
                 # Greedy: the chosen token is the most likely one, so its margin is never negative.
                 assert 0 <= token.margin <= token.prob <= 1 and token.entropy_nats >= 0
-                # A forced step had one legal token; drafts are off on the CPU by default.
-                assert (token.prob == 1.0 or not token.forced) and not token.drafted
+                # A forced step had one legal token.
+                assert token.prob == 1.0 or not token.forced
         # The alert's alarms are steps of this very trace.
         for alert in (a for a in out.records[t.alerts] if a["doc_id"] == doc_id):
             for alarm in alert["alarms"]:

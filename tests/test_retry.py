@@ -112,7 +112,6 @@ def generation(tokens: str, finished: bool = True) -> Generation:
         top_probs=[[0.5, 0.25]] * len(ids),
         finished=finished,
         forced=[False] * len(ids),
-        drafted=[False] * len(ids),
     )
 
 

@@ -1,2 +1,1 @@
-"""The answer grammar as a mask over the vocabulary: what greedy decoding may choose next, and the
-copy drafts that guess it."""
+"""The answer grammar as a mask over the vocabulary: what greedy decoding may choose next."""

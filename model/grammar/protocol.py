@@ -3,7 +3,7 @@
 grammar, ops/oracle over the byte automaton: the oracles the tests hold it to).
 
 The state is the implementation's own and is never changed in place: a loop keeps the one it is
-at, and drafts may step ahead from it and drop what they tried.
+at, and may step ahead from it and drop what it tried.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from model.config import EngineSettings, decode_settings
 from model.grammar.mask import RowGrammar
 from model.runner.attention import make_attention, pick_backend
 from model.runner.bloom import MIN_GEMM_ROWS, Bloom
-from model.runner.generate import Decoding, decode_n_tokens, decode_with_drafts, make_decode_one_token, prefill
+from model.runner.generate import Decoding, decode_n_tokens, make_decode_one_token, prefill
 from model.runner.loading import LoadedModel
 from model.runner.protocol import Generated, Passes, Request, new_constrainer
 from model.runner.quantize import check_quantize, quantize_linears
@@ -86,7 +86,6 @@ class FastRunner:
             compile_decode = settings.compile == "on" or (settings.compile == "auto" and self.device.type == "cuda")
         self.compiled = compile_decode
         self.signals = signal_tensors
-        self.drafts = settings.copy_draft == "on"
         step = make_decode_one_token(self.attend)
         if self.compiled:
             # One graph per (batch, length) bucket; CUDA graphs remove the per-step launch overhead.
@@ -94,8 +93,7 @@ class FastRunner:
             mode = "reduce-overhead" if self.device.type == "cuda" else None
             # bitsandbytes' layers may break a graph (their outlier handling in int8): compiled in parts.
             step = torch.compile(step, mode=mode, fullgraph=settings.quantize == "none")
-            # Mask and signals in a few fused kernels; the rows vary (a draft's verification masks
-            # only the rows still verifying), so one graph for any number of them.
+            # Mask and signals in a few fused kernels, one graph for any number of rows.
             self.signals = torch.compile(signal_tensors, dynamic=True)
         self.decode_step = step
         # Per pool ("rows" for prompts, "prefix" for shared prefixes): full-length buffers per batch
@@ -201,7 +199,6 @@ class FastRunner:
         grammars = [c for d in docs for c in (d.constraints or [None] * len(d.prompts))]
         fed = [f for d in docs for f in (d.fed or [[]] * len(d.prompts))]
         constrained = any(d.constraints for d in docs)
-        drafts = self.drafts and observe is None
         grammar_started = time.perf_counter()
         prefills = len(logits) - 1 + (1 if any(d.shared for d in docs) else 0)
         decoding = Decoding(
@@ -211,26 +208,13 @@ class FastRunner:
             self.eos_id,
             self.settings.top_alternatives,
             max_new_tokens,
-            # Copy drafts propose from the host grammar; the stepwise loop masks with the device one.
-            self.constrainer.batch(grammars, fed) if constrained and drafts else None,
             self.signals,
-            self.constrainer.grammar(grammars, fed, n_rows, self.model.shape.vocab_size)
-            if constrained and not drafts
-            else None,
+            self.constrainer.grammar(grammars, fed, n_rows, self.model.shape.vocab_size) if constrained else None,
         )
         grammar_ms = ms_since(grammar_started)
-        if drafts:
-            steps, passes, row_passes = decode_with_drafts(
-                decoding, torch.cat(logits), ends, padding, [p for _, p in rows], self.settings.draft_tokens
-            )
-        else:
-            decoded = decode_n_tokens(decoding, torch.cat(logits), ends, padding, observe)
-            steps, passes, row_passes = decoded.steps, decoded.passes, None
-        flat = collect_generations(steps, self.eos_id)[: len(rows)]
-        answer_passes = sum(row_passes[: len(rows)]) if row_passes else sum(len(g.token_ids) - 1 for g in flat)
+        decoded = decode_n_tokens(decoding, torch.cat(logits), ends, padding, observe)
+        flat = collect_generations(decoded.steps, self.eos_id)[: len(rows)]
         decode_ms = ms_since(decode_started)
-        if decoding.constraint is not None:
-            grammar_ms += decoding.constraint.seconds * 1000
         by_doc: list[list[Generation]] = [[] for _ in group]
         cursor = 0
         for i, doc in zip(order, docs, strict=True):
@@ -241,7 +225,7 @@ class FastRunner:
             prefill_ms,
             decode_ms,
             grammar_ms,
-            Passes(prefills + passes, passes, len(flat), answer_passes),
+            Passes(prefills + decoded.passes, decoded.passes),
         )
 
     def _in_group_order(self, observe, group: list[DocPrompts], order: list[int]):

@@ -39,14 +39,10 @@ class Request:
 @dataclass
 class Passes:
     """Batches through the model, for benchmarks: `forward` counts prefills and decode passes,
-    `decode` the decode passes alone (steps or draft verifications); `answer_passes` sums, over the
-    `answers` decoded, the decode passes each took part in (with drafts a row's passes drop even
-    where the batch's do not)."""
+    `decode` the decode passes alone."""
 
     forward: int = 0
     decode: int = 0
-    answers: int = 0
-    answer_passes: int = 0
 
     def __add__(self, other: Passes) -> Passes:
         return Passes(*(a + b for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(other), strict=True)))

@@ -135,12 +135,7 @@ class ReferenceRunner:
             decode_ms=(finished - first_step) * 1000,
             constrain_ms=constraint.seconds * 1000 if constraint is not None else 0.0,
             # generate() runs one prefill and a pass per step but the last.
-            passes=Passes(
-                len(recorder.steps),
-                max(len(recorder.steps) - 1, 0),
-                len(generations),
-                sum(len(g.token_ids) - 1 for g in generations),
-            ),
+            passes=Passes(len(recorder.steps), max(len(recorder.steps) - 1, 0)),
         )
 
     def _config(self, max_new_tokens: int | None) -> GenerationConfig:

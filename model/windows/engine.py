@@ -2,7 +2,7 @@
 
 A layer around the engine (`build_engine` puts it around every engine it builds), so the engine's
 inside is the same for a window as for a short document: constraint, validation loop, signals,
-drafts, prefix sharing among a window's label chunks. A document that fits the model's window is
+prefix sharing among a window's label chunks. A document that fits the model's window is
 passed through untouched, and its extraction comes back as the engine made it.
 """
 

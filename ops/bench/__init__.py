@@ -1,1 +1,1 @@
-"""Benchmarks: the engines, the pipeline under load, drafts, windows, the GPU check."""
+"""Benchmarks: the engines, the pipeline under load, windows, the GPU check."""

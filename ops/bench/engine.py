@@ -10,8 +10,8 @@ is host work, which is what keeps a GPU idle. The model has random weights; its 
 on the sample documents (4,000 entries), or, with a larger `--vocab`, is a byte-level BPE of that
 size (ops/train/standin_tokenizer.py, a stand-in for SeqGPT's 250,880). Beside the product's defaults run
 the other of the two array grammars (the device grammar on a CPU, the host grammar on an accelerator),
-the grammar as it was (ops/oracle: a Python state machine per row and step), drafts on, no grammar,
-and transformers' generate().
+the grammar as it was (ops/oracle: a Python state machine per row and step), no grammar, and
+transformers' generate().
 """
 
 from __future__ import annotations
@@ -198,19 +198,15 @@ def main() -> None:
         directory = build_model(Path(tmp), texts, shape, args.vocab)
         settings = EngineSettings(path=str(directory), max_new_tokens=args.new_tokens, prompts_per_forward=64)
         loaded = load_model(settings)
-        stepwise = msgspec.structs.replace(settings, copy_draft="off")
         product = FastRunner(loaded, settings)
-        # Drafts are on by default where the step is compiled (CUDA): the row beside it is the other choice.
-        other = "off" if product.drafts else "on"
         engines: dict[str, FastRunner | ReferenceRunner] = {
             DEFAULT: product,
-            f"fast, drafts {other}": FastRunner(loaded, msgspec.structs.replace(settings, copy_draft=other)),
-            "fast, old mask (ops/oracle)": FastRunner(loaded, stepwise),
-            "fast, unconstrained": FastRunner(loaded, msgspec.structs.replace(stepwise, constrained=False)),
+            "fast, old mask (ops/oracle)": FastRunner(loaded, settings),
+            "fast, unconstrained": FastRunner(loaded, msgspec.structs.replace(settings, constrained=False)),
         }
         # The device grammar on a CPU too (the product steps it only on an accelerator), and the host
         # grammar on an accelerator too: the other one of the two, beside the product's choice.
-        other_grammar = FastRunner(loaded, stepwise)
+        other_grammar = FastRunner(loaded, settings)
         other_grammar.constrainer.grammar_on_device = product.device.type == "cpu"
         engines[OTHER_GRAMMAR[other_grammar.constrainer.grammar_on_device]] = other_grammar
         old = engines["fast, old mask (ops/oracle)"]

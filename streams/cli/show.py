@@ -71,7 +71,7 @@ def describe_audit(record: AuditRecord) -> str:
         )
         lines.append(f"  {'step':>4}  {'token':>6}  {'text':<12}  {'prob':>6}  {'margin':>6}  {'entropy':>7}  flags")
         for t in prompt.tokens:
-            flags = ",".join(name for name, on in (("forced", t.forced), ("drafted", t.drafted)) if on) or "-"
+            flags = "forced" if t.forced else "-"
             lines.append(
                 f"  {t.step:>4}  {t.token_id:>6}  {t.text!r:<12}  {t.prob:>6.3f}  {t.margin:>6.3f}  "
                 f"{t.entropy_nats:>7.3f}  {flags}"

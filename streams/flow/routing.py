@@ -109,7 +109,6 @@ def audit_trail(
                 margin=g.probs[step] - _runner_up(g.top_ids[step], g.top_probs[step], token_id),
                 entropy_nats=g.entropies[step],
                 forced=bool(g.forced and g.forced[step]),
-                drafted=bool(g.drafted and g.drafted[step]),
             )
             for step, token_id in enumerate(g.token_ids)
         ]
