@@ -162,44 +162,50 @@ def corpus_generate(count: int, seed: int, noise: float, long_documents: bool, o
 
 
 @cli.command("eval")
-@click.argument("file", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="The corpus (or FILE).")
+@click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="A corpus (or FILES).")
 @click.option("--model", "model_path", help="Model directory or hub id (overrides the global --model).")
-@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Also write the table.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), help="Also write the tables.")
 @click.option(
     "--systems",
     "names",
     default=None,
     help="Comma-separated columns to run (default all): product, head only, unconstrained, regex baseline,"
-    " lexicon NER.",
+    " lexicon NER, LAC script, product else LAC.",
 )
 @click.pass_context
 def eval_accuracy(
     ctx: click.Context,
-    file: Path | None,
+    files: tuple[Path, ...],
     data: Path | None,
     model_path: str | None,
     json_out: Path | None,
     names: str | None,
 ) -> None:
-    """Score the engine and its baselines on a generated corpus (FILE.jsonl and its FILE.truth.jsonl)."""
+    """Score the engine and its peers on corpora (FILE.jsonl and its FILE.truth.jsonl); without FILES,
+    on every hand-written corpus in ops/corpus. Each corpus's table, then the peers' summary."""
     import msgspec
 
-    from ops.eval.table import as_json, compare, format_table, systems
+    from ops.eval.peers import hand_written_corpora
+    from ops.eval.table import as_json, compare, format_summary, format_table, systems
 
-    corpus = data or file
-    if corpus is None:
-        raise click.UsageError("give the corpus as FILE or --data FILE")
+    corpora = [*files, *([data] if data else [])] or hand_written_corpora()
     settings = ctx.obj
     model = msgspec.structs.replace(settings.model, path=model_path) if model_path else settings.model
     wanted = [n.strip() for n in names.split(",")] if names else None
     engines = systems(
         model, lambda engine_settings: engine_for(msgspec.structs.replace(settings, model=engine_settings)), wanted
     )
-    reports = compare(engines, corpus, settings.batch.max_documents)
-    click.echo(format_table(reports))
+    reports = {}
+    for corpus in corpora:
+        reports[corpus] = compare(engines, corpus, settings.batch.max_documents)
+        click.echo(f"== {corpus}")
+        click.echo(format_table(reports[corpus]))
+        click.echo("")
+    click.echo(format_summary({str(c): r for c, r in reports.items()}))
     if json_out:
-        json_out.write_text(json.dumps(as_json(reports, corpus), indent=2, ensure_ascii=False) + "\n")
+        tables = [as_json(r, c) for c, r in reports.items()]
+        json_out.write_text(json.dumps(tables[0] if len(tables) == 1 else tables, indent=2, ensure_ascii=False) + "\n")
 
 
 @cli.group("demo-model")

@@ -12,8 +12,9 @@ from ops.cli import cli
 from ops.corpus import generate_corpus, write_corpus
 from ops.eval.accuracy import evaluate_file
 from ops.eval.baseline import RuleEngine, find_values
-from ops.eval.lexicon import LexiconEngine, find_all
-from ops.eval.table import BASELINE, LEXICON, PRODUCT, compare, format_table
+from ops.eval.lexicon import LacEngine, LexiconEngine, find_all, lac_entities
+from ops.eval.peers import ElseEngine, hand_written_corpora
+from ops.eval.table import BASELINE, LAC, LEXICON, PRODUCT, PRODUCT_ELSE_LAC, SUMMARY, compare, format_table
 from schemas.decode import decode_document
 
 
@@ -49,12 +50,31 @@ def test_eval_table_sets_the_product_beside_the_baseline(tiny_model_dir: Path, t
     args = ["eval", "--model", str(tiny_model_dir), "--data", str(corpus), "--json", str(out)]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
-    wanted = (PRODUCT, BASELINE, LEXICON, "micro", "contract", "hallucination", "valid output", "alerts", "docs/s")
+    wanted = (
+        PRODUCT,
+        BASELINE,
+        LEXICON,
+        LAC,
+        PRODUCT_ELSE_LAC,
+        *SUMMARY,
+        "micro",
+        "contract",
+        "hallucination",
+        "valid output",
+        "alerts",
+        "docs/s",
+    )
     for text in (*wanted, "to fields", "fields wrong/miss"):
         assert text in result.output
     table = json.loads(out.read_text())
-    assert set(table["systems"]) >= {PRODUCT, BASELINE, LEXICON}
+    assert set(table["systems"]) >= {PRODUCT, BASELINE, LEXICON, LAC, PRODUCT_ELSE_LAC}
     product = table["systems"][PRODUCT]
+    # The product's decode, with the LAC script's values where it has none: routed as the product
+    # routed, and finding at least what the product found.
+    either = table["systems"][PRODUCT_ELSE_LAC]
+    assert either["fields_share"] == product["fields_share"] and either["review_share"] == product["review_share"]
+    assert either["micro"]["recall"] >= product["micro"]["recall"]
+    assert either["micro"]["recall"] >= table["systems"][LAC]["micro"]["recall"] > 0
     # Eight new tokens cannot answer a document: every record goes to review, none to fields.
     assert product["fields_share"] + product["review_share"] == 1.0
     assert sum(product["review_reasons"].values()) >= round(product["review_share"] * 5)
@@ -101,3 +121,29 @@ def test_wrong_or_missing_counts_only_records_routed_to_fields(tmp_path: Path) -
     missed = sum(s["false_negatives"] for s in report["fields"].values())
     assert report["fields_wrong_or_missing"] == missed > 0
     assert report["review_reasons"] == {}
+
+
+def test_lac_script_gives_names_to_roles_from_lacs_entities() -> None:
+    doc = _doc("患者王建国因咳嗽就诊，接诊医生李秀英。诊断：感冒", "medical")
+    assert ("person", 2, 5) in lac_entities(doc.text)
+    found = {label: [doc.text[a:b] for a, b in spans] for label, spans in LacEngine().find(doc).items()}
+    assert found["患者姓名"] == ["王建国"] and found["主治医师"] == ["李秀英"]
+
+
+def test_product_else_lac_fills_only_what_the_first_left_empty() -> None:
+    regex, lac = RuleEngine(), LacEngine()
+    # The regex rules find the cued company and date; only LAC finds the uncued person.
+    docs = [_doc("甲方：杭州云栖数智科技有限公司，决定聘用周晓梅，签约日期：2023年3月15日", "contract")]
+    [combined] = ElseEngine(regex, lac).extract(docs).extractions
+    [first] = regex.extract(docs).extractions
+    [second] = lac.extract(docs).extractions
+    for label in docs[0].labels:
+        expected = first.fields.get(label) or second.fields.get(label) or []
+        assert [s.text for s in combined.fields.get(label, [])] == [s.text for s in expected]
+    assert any(not first.fields.get(label) and second.fields.get(label) for label in docs[0].labels)
+
+
+def test_eval_reads_every_hand_written_corpus_by_default() -> None:
+    names = [p.name for p in hand_written_corpora()]
+    assert {"freeform.jsonl", "layouts.jsonl"} <= set(names)
+    assert not any(n.endswith(".truth.jsonl") for n in names)

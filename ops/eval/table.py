@@ -3,7 +3,8 @@
 Columns: the product (the engine as configured), the same engine reading only the head of a
 document longer than the model's window (what it did before windows: `fit_text`), the same model
 decoded without the decoding constraint, the rule system the product replaces (ops/eval/baseline.py)
-and the lexicon NER a user would try first for names (ops/eval/lexicon.py). Rows: P/R/F1 and
+the lexicon NER a user would try first for names and the LAC script (ops/eval/lexicon.py), and the
+product with the LAC script's values where it answered None (ops/eval/peers.py). Rows: P/R/F1 and
 exact match per field, per document kind and per length bucket, then the routing and validity
 rates, what the fields-routed records got wrong, documents per review code, the span checks and
 the throughput.
@@ -22,13 +23,18 @@ from model.engine import Engine
 from model.windows.engine import WindowedEngine
 from ops.eval.accuracy import LENGTH_BUCKETS, AccuracyReport, FieldScore, evaluate, read_corpus
 from ops.eval.baseline import RuleEngine
-from ops.eval.lexicon import LexiconEngine
+from ops.eval.lexicon import LacEngine, LexiconEngine
+from ops.eval.peers import ElseEngine, Remembered
 
 PRODUCT, HEAD_ONLY, UNCONSTRAINED = "product", "head only", "unconstrained"
-BASELINE, LEXICON = "regex baseline", "lexicon NER"
+BASELINE, LEXICON, LAC, PRODUCT_ELSE_LAC = "regex baseline", "lexicon NER", "LAC script", "product else LAC"
 SCORES = ("P", "R", "F1", "EM")
 COLUMN = 6
 NAME_WIDTH = 12
+# The peers summary (`format_summary`): values found (micro recall over every value the corpus
+# marks), documents routed to fields, the share of values expected in fields-routed records that
+# those records do not hold exactly, documents routed to review.
+SUMMARY = ("found", "to fields", "wrong/miss in fields", "to review")
 RATES = [
     ("valid output", "validity_rate", "{:.1%}"),
     ("hallucination", "hallucination_rate", "{:.1%}"),
@@ -51,14 +57,18 @@ def systems(
 ) -> list[tuple[str, Engine]]:
     """The engines to compare (`names`, default all), each built by `build` from its settings (the
     baseline needs no model; the head-only column is the product's engine without its windows)."""
-    product = build(settings)
-    head_only = product.inner if isinstance(product, WindowedEngine) else product
+    built = build(settings)
+    head_only = built.inner if isinstance(built, WindowedEngine) else built
+    # Decoded once, read by two columns.
+    product = Remembered(built)
     wanted = [
         (PRODUCT, lambda: product),
         (HEAD_ONLY, lambda: head_only),
         (UNCONSTRAINED, lambda: build(msgspec.structs.replace(settings, constrained=False))),
         (BASELINE, lambda: RuleEngine(settings)),
         (LEXICON, lambda: LexiconEngine(settings)),
+        (LAC, lambda: LacEngine(settings)),
+        (PRODUCT_ELSE_LAC, lambda: ElseEngine(product, LacEngine(settings))),
     ]
     return [(name, make()) for name, make in wanted if names is None or name in names]
 
@@ -114,6 +124,38 @@ def format_table(reports: dict[str, AccuracyReport]) -> str:
     )
     lines.append(f"documents: {first.documents}")
     return "\n".join(lines)
+
+
+def summary_row(report: AccuracyReport) -> tuple[float, float, float, float]:
+    table = report.as_dict()
+    return (
+        table["micro"]["recall"],
+        table["fields_share"],
+        table["fields_wrong_or_missing_share"],
+        table["review_share"],
+    )
+
+
+def format_summary(by_corpus: dict[str, dict[str, AccuracyReport]]) -> str:
+    """Per corpus, one row per system with the SUMMARY columns."""
+    width = max(len(name) for reports in by_corpus.values() for name in reports) + 2
+    lines = []
+    for corpus, reports in by_corpus.items():
+        documents = next(iter(reports.values())).documents
+        lines.append(f"{corpus} ({documents} documents)")
+        lines.append(" " * width + "".join(f"{c:>22}" for c in SUMMARY))
+        for name, report in reports.items():
+            found, fields, wrong, review = summary_row(report)
+            fields_docs, review_docs = report.to_fields, report.to_review
+            cells = (
+                f"{found:.1%} of {report.micro.true_positives + report.micro.false_negatives}",
+                f"{fields:.1%} ({fields_docs})",
+                f"{wrong:.1%} of {report.fields_expected}",
+                f"{review:.1%} ({review_docs})",
+            )
+            lines.append(_pad(name, width) + "".join(f"{c:>22}" for c in cells))
+        lines.append("")
+    return "\n".join(lines).rstrip()
 
 
 def _score_header(systems: int) -> str:

