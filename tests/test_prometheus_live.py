@@ -33,6 +33,7 @@ from tests.prometheus_fixture import ROOT, RULES, PrometheusServer
 
 pytestmark = pytest.mark.kafka
 
+BY_HAND = ROOT / "ops" / "prometheus" / "by-hand.yml"
 DASHBOARDS = sorted((ROOT / "ops" / "grafana" / "dashboards").glob("*.json"))
 SCRAPE_S = 2
 RATE_WINDOW = "5m"
@@ -103,18 +104,15 @@ def worker_and_prometheus(
     create_topics(settings)
     worker = WorkerProcess(env, tmp_path / "worker.log")
     sink = WorkerProcess(env, tmp_path / "sink.log", command=SINK_COMMAND)
-    config = {
-        "global": {
-            "scrape_interval": f"{SCRAPE_S}s",
-            "scrape_timeout": f"{SCRAPE_S}s",
-            "evaluation_interval": "1s",
-        },
-        "scrape_configs": [
-            {"job_name": "seqstream-worker", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]},
-            {"job_name": "seqstream-sink", "static_configs": [{"targets": [f"127.0.0.1:{sink_port}"]}]},
-        ],
-    }
-    (tmp_path / "prometheus").mkdir()
+    # The shipped configuration for workers and sinks started by hand, its target files written as
+    # the README's "Monitoring by hand" says; only the intervals are cut to the test's pace.
+    config = yaml.safe_load(BY_HAND.read_text())
+    interval = f"{SCRAPE_S}s"
+    config["global"] = {"scrape_interval": interval, "scrape_timeout": interval, "evaluation_interval": "1s"}
+    targets = tmp_path / "prometheus" / "targets"
+    targets.mkdir(parents=True)
+    (targets / "workers.yml").write_text(f'- targets: ["127.0.0.1:{port}"]\n')
+    (targets / "sinks.yml").write_text(f'- targets: ["127.0.0.1:{sink_port}"]\n')
     prometheus = PrometheusServer(tmp_path / "prometheus", config, shipped_rules(f"{SCRAPE_S}s"))
     reader = OutputReader(settings)
     worker.start()

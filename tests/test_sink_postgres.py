@@ -46,6 +46,7 @@ from streams.settings import Settings, load_settings
 from streams.sinks.consumer import WAITING_NOTICE_AFTER_S, SinkConsumer, WaitingForPartitions
 from streams.sinks.postgres import PostgresSink
 from streams.sinks.postgres_plan import plan_batch
+from tests.readme_blocks import blocks, sql_statements
 
 pytestmark = pytest.mark.kafka
 
@@ -268,9 +269,8 @@ def execute(settings: Settings, statements: str) -> None:
 
 def readme_bi_queries() -> list[str]:
     """The SQL statements of the README's "BI queries" block."""
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    block = readme.split("**BI queries**", 1)[1].split("```sql\n", 1)[1].split("```", 1)[0]
-    return [q.strip() for q in block.split(";") if q.strip()]
+    [block] = blocks("**BI queries**", "sql")
+    return sql_statements(block)
 
 
 def wait_until(done: Callable[[], bool], timeout_s: float, what: str, check: Callable[[], None] | None = None) -> None:

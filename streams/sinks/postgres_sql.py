@@ -1,7 +1,7 @@
 """The PostgreSQL sink's tables and statements: the schema a DBA can create by hand (SCHEMA_DDL),
 and the few statements the sink runs, each `{schema}`-qualified (streams/sinks/postgres.py fills it)."""
 
-SCHEMA_DDL = """
+TABLES_DDL = """
 CREATE SCHEMA IF NOT EXISTS {schema};
 CREATE TABLE IF NOT EXISTS {schema}.doc_fields (
     doc_id          text PRIMARY KEY,
@@ -18,6 +18,11 @@ CREATE TABLE IF NOT EXISTS {schema}.sink_offsets (
     updated_at      timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (kafka_topic, kafka_partition)
 );
+"""
+
+# One row per extracted value, over any `doc_fields` with the record as jsonb: the sink's, or a view
+# over Kafka Connect's table (ops/connect/worker.py), so that the same BI queries read either.
+FIELD_VALUES_VIEW = """
 CREATE OR REPLACE VIEW {schema}.field_values AS
 SELECT d.doc_id,
        f.label,
@@ -48,6 +53,8 @@ FROM {schema}.doc_fields AS d
 CROSS JOIN LATERAL jsonb_each(d.record -> 'fields') AS f(label, spans)
 CROSS JOIN LATERAL jsonb_array_elements(f.spans) AS s(span);
 """
+
+SCHEMA_DDL = TABLES_DDL + FIELD_VALUES_VIEW
 
 TABLES = ("doc_fields", "sink_offsets", "field_values")
 
