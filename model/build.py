@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import msgspec
 
+from model.answers.backoff import Backoff, ModelScorer
 from model.config import EngineSettings
 from model.engine import Engine, Extractor
 from model.replicas import ReplicaPool, visible_devices
 from model.runner.fast import FastRunner
-from model.runner.loading import load_model
+from model.runner.loading import LoadedModel, load_model
 from model.runner.protocol import Runner
 from model.runner.reference import ReferenceRunner
+from model.values.entities import finder
 from model.windows.engine import WindowedEngine
 from model.windows.split import WindowSettings
 
@@ -18,19 +20,27 @@ from model.windows.split import WindowSettings
 def build_engine(settings: EngineSettings, windows: WindowSettings | None = None) -> Engine:
     """The configured engine, one replica per device when several are visible or listed, reading
     documents longer than the model's window in windows (model/windows/engine.py)."""
-    devices = visible_devices(settings.device)
-    engines = [_single_engine(msgspec.structs.replace(settings, device=d)) for d in devices]
+    per_device = [msgspec.structs.replace(settings, device=d) for d in visible_devices(settings.device)]
+    loaded = [load_model(s) for s in per_device]
+    engines = [Extractor(_runner(m, s)) for m, s in zip(loaded, per_device, strict=True)]
     engine = engines[0] if len(engines) == 1 else ReplicaPool(engines)
-    return WindowedEngine(engine, engines[0].runner.tokenizer, settings, windows or WindowSettings())
+    tokenizer = engines[0].runner.tokenizer
+    backoff = lexicon_backoff(loaded[0], settings) if settings.backoff else None
+    return WindowedEngine(engine, tokenizer, settings, windows or WindowSettings(), backoff)
 
 
 def build_runner(settings: EngineSettings) -> Runner:
     """The configured runner on one device (settings.device names one)."""
-    loaded = load_model(settings)
+    return _runner(load_model(settings), settings)
+
+
+def lexicon_backoff(loaded: LoadedModel, settings: EngineSettings) -> Backoff:
+    """The backoff scoring with the loaded model itself (its weights are the runner's, not a copy)."""
+    score = ModelScorer(loaded.model, int(loaded.tokenizer.pad_token_id))
+    return Backoff(finder(settings.user_dictionary), score, loaded.tokenizer, settings.max_input_tokens)
+
+
+def _runner(loaded: LoadedModel, settings: EngineSettings) -> Runner:
     if settings.engine == "reference":
         return ReferenceRunner(loaded, settings)
     return FastRunner(loaded, settings)
-
-
-def _single_engine(settings: EngineSettings) -> Extractor:
-    return Extractor(build_runner(settings))

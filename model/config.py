@@ -37,6 +37,13 @@ class EngineSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # The blocks' weights in int8 (LLM.int8) or 4-bit NF4 through bitsandbytes (model/runner/quantize.py):
     # CUDA and the fast engine only, bitsandbytes from the `gpu` extra.
     quantize: Literal["none", "int8", "nf4"] = "none"
+    # The lexicon backoff (model/answers/backoff.py): for a label answered None beside a value of its
+    # type, Baidu LAC's entities and the typed detectors' values become candidates the model chooses
+    # among, for the review record; LAC's entities feed the unclaimed-value check too.
+    backoff: bool = True
+    # LAC's user dictionary (model/values/entities.py), e.g. an enterprise's own company names: a UTF-8
+    # file, one `word TAG` a line (TAG: PER, LOC, ORG or TIME; a bare word is an ORG). None: LAC alone.
+    user_dictionary: str | None = None
 
 
 def decode_settings(settings: EngineSettings) -> DecodeSettings:

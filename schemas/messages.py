@@ -200,6 +200,8 @@ class Timings(msgspec.Struct, kw_only=True):
     # The part of decode_ms spent on the answer grammar's masks (model/constraints.py).
     constrain_ms: float = 0.0
     postprocess_ms: float = 0.0
+    # The lexicon backoff after the batch's decode (model/answers/backoff.py): LAC and candidate scoring.
+    backoff_ms: float = 0.0
 
 
 class Processing(msgspec.Struct, kw_only=True):
@@ -229,6 +231,9 @@ class ReviewCode(enum.Enum):
     VALUE_BOUNDARY = "value_boundary"
     UNCLAIMED_VALUE = "unclaimed_value"
     EMPTY_RECORD = "empty_record"
+    # A label answered None whose value the model then picked among a lexicon's candidates
+    # (model/answers/backoff.py): the pick and the candidates are in the review record.
+    LEXICON_BACKOFF = "lexicon_backoff"
 
 
 class ReviewReason(msgspec.Struct, frozen=True, kw_only=True):

@@ -9,6 +9,9 @@ construction; these checks look at the text instead (README "The gate"):
 - `unclaimed_value` (per document): a phone, e-mail, date, amount or organisation the text writes
   (model/values/mentions.py), or a person's or organisation's name jieba tags (model/answers/words.py),
   that no label took, while a label of that type (a party, 甲方/乙方: either name) answered `None`;
+- `unclaimed_value` from LAC's entities too (`unclaimed_entities`, run by the lexicon backoff after the
+  batch, model/answers/backoff.py): a person, organisation or place LAC tags beside a label of its type
+  answered `None`;
 - `empty_record` (per document): a document of substantial text whose labels are (nearly) all `None`.
 
 The document checks see the whole document's fields: for a document read in windows they run on
@@ -21,6 +24,7 @@ from collections.abc import Mapping, Sequence
 
 from model.answers.words import Words, words_of
 from model.grammar.source import CHECKED_TYPES, WordEdges
+from model.values.entities import Entity
 from model.values.lexicon import surnames
 from model.values.mentions import MENTIONED_TYPES, mentions
 from schemas.messages import Document, ReviewCode, ReviewReason, Span
@@ -143,6 +147,48 @@ def unclaimed_values(doc: Document, fields: Mapping[str, Sequence[Span]]) -> lis
                 for label in labels
             ]
     return reasons
+
+
+# LAC's entity tags the cross-check reads, per label type (dates: the detectors' alone, LAC's TIME
+# holds vague times such as 上午 that no date label wants).
+ENTITY_CHECKS = {"person": ("PER",), "organisation": ("ORG",), "party": ("PER", "ORG"), "place": ("LOC",)}
+PLACE_LABELS = NAME_LABELS - PARTY_LABELS
+
+
+def unclaimed_entities(
+    doc: Document, fields: Mapping[str, Sequence[Span]], entities: Sequence[Entity], reasons: Sequence[ReviewReason]
+) -> list[ReviewReason]:
+    """`unclaimed_value` from LAC's entities (model/values/entities.py): a person, organisation or place
+    it tags that no label took, beside a label of that type answered `None` (the labels the older
+    check already flagged aside)."""
+    if doc.task != "extract":
+        return []
+    flagged = {r.label for r in reasons if r.code == ReviewCode.UNCLAIMED_VALUE}
+    taken = [span.text for spans in fields.values() for span in spans]
+    out = []
+    for label in doc.labels:
+        kind = doc.field_types.get(label) or (
+            "party" if label in PARTY_LABELS else "place" if label in PLACE_LABELS else None
+        )
+        if kind not in ENTITY_CHECKS or fields.get(label) or label in flagged:
+            continue
+        free = list(
+            dict.fromkeys(
+                e.text
+                for e in entities
+                if e.tag in ENTITY_CHECKS[kind] and not any(e.text in t or t in e.text for t in taken)
+            )
+        )
+        if free:
+            out.append(
+                ReviewReason(
+                    code=ReviewCode.UNCLAIMED_VALUE,
+                    detail=f"LAC tags the {kind} {free[0]!r} ({len(free)} unclaimed) and this label has none",
+                    label=label,
+                    value=free[0],
+                )
+            )
+    return out
 
 
 def typed_mentions(text: str) -> dict[str, tuple[str, ...]]:

@@ -19,7 +19,7 @@ from model.grammar.token_bytes import TokenBytes
 from model.signals import Generation
 from model.values.normalize import Mismatch, normal_form
 from schemas.field_sets import FieldType
-from schemas.messages import Document, EntropyAlarm, ReviewCode, ReviewReason, Span, TextWindow, TokenChoice
+from schemas.messages import Candidate, Document, EntropyAlarm, ReviewCode, ReviewReason, Span, TextWindow, TokenChoice
 
 MAX_ALARMS_PER_DOCUMENT = 8
 # Problems whose value stays a field, for the reviewer to see beside the reason (it is in the source).
@@ -72,6 +72,8 @@ class Extraction:
     # Labels that hold one value: the candidates the most confident one beat, at their offsets
     # (a merge of windows decides between them).
     alternatives: dict[str, list[Span]] = field(default_factory=dict)
+    # Labels the lexicon backoff filled (model/answers/backoff.py): every candidate it offered, best first.
+    candidates: dict[str, list[Candidate]] = field(default_factory=dict)
 
     @property
     def needs_review(self) -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 from transformers import PreTrainedTokenizerBase
 
+from model.answers.backoff import Backoff
 from model.answers.checks import document_reasons
 from model.answers.prompt import BOUNDARY_SLACK, fits, prompt_chunks, prompt_overhead, token_ends
 from model.answers.validate import Extraction
@@ -48,9 +49,16 @@ class WindowedEngine:
     """
 
     def __init__(
-        self, inner: Engine, tokenizer: PreTrainedTokenizerBase, settings: EngineSettings, windows: WindowSettings
+        self,
+        inner: Engine,
+        tokenizer: PreTrainedTokenizerBase,
+        settings: EngineSettings,
+        windows: WindowSettings,
+        backoff: Backoff | None = None,
     ) -> None:
         self.inner = inner
+        # Run once per batch on the merged records (model/answers/backoff.py); None: no backoff.
+        self.backoff = backoff
         self.info = inner.info
         self.tokenizer = tokenizer
         self.settings = settings
@@ -99,6 +107,9 @@ class WindowedEngine:
         total = sum_timings(timings)
         total.tokenize_ms += split_ms
         total.postprocess_ms += ms_since(started)
+        if self.backoff is not None:
+            cost = self.backoff(docs, extractions)
+            total.backoff_ms += cost.lexicon_ms + cost.score_ms
         return BatchResult(extractions=extractions, timings=total, generated_tokens=generated, passes=passes)
 
     def _merge(self, doc: Document, windows: list[Window], parts: list[Extraction]) -> Extraction:

@@ -1,0 +1,227 @@
+"""The lexicon backoff: where the model answered `None` beside a value of the label's type, a
+pretrained analyser's entities become the candidates the model must choose among.
+
+After a batch is decoded and merged (model/windows/engine.py calls `Backoff` once per batch, off the
+decode loop), documents with a typed or name-like label left empty are read by Baidu's LAC
+(model/values/entities.py), batched:
+
+1. the cross-check: a person, organisation or place LAC tags that no label took, beside a label of
+   that type answered `None`, is an `unclaimed_value` (model/answers/checks.py), as the typed
+   detectors' phones, dates and amounts already are;
+2. for each such label of a document going to review (that check, or the older ones, or a near-empty
+   record), its candidates (LAC's entities of the label's type, `TIME` for dates, plus the typed
+   detectors' values, model/values/mentions.py) are scored by the model: the teacher-forced
+   log-probability of the answer `label: candidate` after a one-label prompt, every candidate of the
+   batch in a few batched forwards. `None` is not among them, so the model must choose.
+
+The pick becomes the label's value in the review record, beside a `lexicon_backoff` reason, and every
+candidate with its share among them in `Extraction.candidates` (the review desk's one-click list).
+Measured on the hand-written corpora (issue 31), the model's picks are right often but not reliably
+enough for BI, so a backed-off value never reaches the fields topic on its own: the record it is in
+goes to review by the reason that triggered the backoff.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import msgspec
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from model.answers.checks import PARTY_LABELS, PLACE_LABELS, unclaimed_entities
+from model.answers.parse import format_extraction
+from model.answers.prompt import encode_prompts
+from model.answers.validate import Extraction
+from model.clock import ms_since
+from model.values.entities import Entity, EntityFinder, EntityTag
+from model.values.mentions import mentions
+from schemas.messages import Candidate, Document, ReviewCode, ReviewReason, Span
+
+# A label's candidates, at most this many, in order of appearance: a long document's tail adds cost
+# and rarely the value.
+MAX_CANDIDATES = 8
+# Rows per scoring forward.
+SCORE_ROWS = 16
+# Per field type: LAC's entity tags and the typed detectors whose values are its candidates.
+SOURCES: dict[str, tuple[tuple[EntityTag, ...], tuple[str, ...]]] = {
+    "person": (("PER",), ()),
+    "organisation": (("ORG",), ("organisation",)),
+    "date": (("TIME",), ("date",)),
+    "phone": ((), ("phone",)),
+    "email": ((), ("email",)),
+    "amount": ((), ("amount",)),
+}
+# (context token ids, answer token ids) -> the answer's summed log-probability, per pair.
+Scorer = Callable[[Sequence[tuple[list[int], list[int]]]], list[float]]
+
+
+def sources(doc: Document, label: str) -> tuple[tuple[EntityTag, ...], tuple[str, ...]]:
+    """The entity tags and detector types a label's candidates come from (none: no backoff)."""
+    kind = doc.field_types.get(label)
+    if kind in SOURCES:
+        return SOURCES[kind]
+    if label in PARTY_LABELS:
+        return ("PER", "ORG"), ("organisation",)
+    if label in PLACE_LABELS:
+        return ("LOC",), ()
+    return (), ()
+
+
+def open_labels(doc: Document, extraction: Extraction) -> list[str]:
+    """The labels answered `None` that the backoff could fill."""
+    if doc.task != "extract":
+        return []
+    return [label for label in doc.labels if not extraction.fields.get(label) and any(sources(doc, label))]
+
+
+def offered(doc: Document, label: str, entities: Sequence[Entity], taken: Sequence[str]) -> list[Candidate]:
+    """A label's candidates: its sources' values that no label took, each once, in order of appearance."""
+    tags, types = sources(doc, label)
+    found = [Candidate(text=e.text, start=e.start, end=e.end, score=0.0, source=f"lac:{e.tag}") for e in entities]
+    found = [c for c, e in zip(found, entities, strict=True) if e.tag in tags]
+    written = mentions(doc.text)
+    for kind in types:
+        for value in written[kind]:  # type: ignore[index]
+            start = doc.text.find(value)
+            found.append(Candidate(text=value, start=start, end=start + len(value), score=0.0, source=kind))
+    unique: dict[str, Candidate] = {}
+    for candidate in sorted(found, key=lambda c: (c.start, -c.end)):
+        text = candidate.text.strip()
+        if text and text not in unique and not any(text in t or t in text for t in taken):
+            unique[text] = candidate
+    return list(unique.values())[:MAX_CANDIDATES]
+
+
+@dataclass
+class BackoffCost:
+    """What a batch's backoff took: documents LAC read, labels and candidates scored, milliseconds."""
+
+    documents: int = 0
+    lexicon_documents: int = 0
+    labels: int = 0
+    candidates: int = 0
+    lexicon_ms: float = 0.0
+    score_ms: float = 0.0
+
+
+class Backoff:
+    """The backoff over one model: `tokenizer` builds the prompts `score` reads."""
+
+    def __init__(
+        self, find: EntityFinder, score: Scorer, tokenizer: PreTrainedTokenizerBase, max_input_tokens: int
+    ) -> None:
+        self.find = find
+        self.score = score
+        self.tokenizer = tokenizer
+        self.max_input_tokens = max_input_tokens
+        self.eos_id = int(tokenizer.eos_token_id)
+
+    def __call__(self, docs: Sequence[Document], extractions: Sequence[Extraction]) -> BackoffCost:
+        """Adds the cross-check's reasons, the picks and their candidates to `extractions` in place."""
+        cost = BackoffCost(documents=len(docs))
+        started = time.perf_counter()
+        pairs_in = zip(docs, extractions, strict=True)
+        todo = [(doc, ex, labels) for doc, ex in pairs_in if (labels := open_labels(doc, ex))]
+        found = self.find.many([doc.text for doc, _, _ in todo])
+        cost.lexicon_documents, cost.lexicon_ms = len(todo), ms_since(started)
+        started = time.perf_counter()
+        asks: list[tuple[Extraction, str, list[Candidate], list[int]]] = []
+        for (doc, extraction, labels), entities in zip(todo, found, strict=True):
+            extraction.reasons += unclaimed_entities(doc, extraction.fields, entities, extraction.reasons)
+            flagged = {r.label for r in extraction.reasons if r.code == ReviewCode.UNCLAIMED_VALUE}
+            empty = any(r.code == ReviewCode.EMPTY_RECORD for r in extraction.reasons)
+            if not extraction.needs_review:
+                continue
+            taken = [span.text for spans in extraction.fields.values() for span in spans]
+            for label in labels:
+                if label not in flagged and not empty:
+                    continue
+                candidates = offered(doc, label, entities, taken)
+                prompt = self._prompt(doc, label)
+                candidates = [c for c in candidates if c.end <= prompt[1]]
+                if candidates:
+                    asks.append((extraction, label, candidates, prompt[0]))
+        pairs = [(prompt, self._answer(label, c.text)) for _, label, cs, prompt in asks for c in cs]
+        scores = iter(self.score(pairs) if pairs else [])
+        for extraction, label, candidates, _ in asks:
+            _pick(extraction, label, candidates, [next(scores) for _ in candidates])
+        cost.labels, cost.candidates = len(asks), len(pairs)
+        cost.score_ms = ms_since(started)
+        return cost
+
+    def _prompt(self, doc: Document, label: str) -> tuple[list[int], int]:
+        """The one-label prompt's token ids, and how much of the text it holds (characters)."""
+        one = msgspec.structs.replace(doc, labels=[label])
+        encoded = encode_prompts(self.tokenizer, one, 1, self.max_input_tokens)
+        return encoded.prompts[0], len(encoded.text)
+
+    def _answer(self, label: str, value: str) -> list[int]:
+        text = format_extraction([label], {label: [value]})
+        return [*self.tokenizer(text, add_special_tokens=False)["input_ids"], self.eos_id]
+
+
+def _pick(extraction: Extraction, label: str, candidates: list[Candidate], logprobs: list[float]) -> None:
+    """The model's choice among `candidates`: each one's share of their summed probability."""
+    top = max(logprobs)
+    weights = [math.exp(lp - top) for lp in logprobs]
+    total = sum(weights)
+    # Best first; a tie goes to the earlier in the text (the order `offered` gave).
+    ranked = sorted(range(len(candidates)), key=lambda i: (-weights[i], i))
+    best = ranked[0]
+    scored = [msgspec.structs.replace(candidates[i], score=weights[i] / total, picked=i == best) for i in ranked]
+    extraction.candidates[label] = scored
+    pick = scored[0]
+    extraction.fields[label] = [Span(text=pick.text, start=pick.start, end=pick.end, confidence=pick.score, margin=0.0)]
+    extraction.reasons.append(
+        ReviewReason(
+            code=ReviewCode.LEXICON_BACKOFF,
+            detail=f"answered None; made to choose among {len(scored)} candidates ({pick.source}), "
+            f"the model picked {pick.text!r} with a share of {pick.score:.2f}",
+            label=label,
+            value=pick.text,
+        )
+    )
+
+
+class ModelScorer:
+    """Teacher-forced answer log-probabilities from a causal LM (transformers), left-padded batches.
+
+    Rows are batched by length, so a batch's padding stays small; the LM head runs only over the
+    answers' positions (`logits_to_keep`).
+    """
+
+    def __init__(self, model: PreTrainedModel, pad_id: int, rows: int = SCORE_ROWS) -> None:
+        self.model = model
+        self.pad_id = pad_id
+        self.rows = rows
+
+    @torch.inference_mode()
+    def __call__(self, pairs: Sequence[tuple[list[int], list[int]]]) -> list[float]:
+        out = [0.0] * len(pairs)
+        order = sorted(range(len(pairs)), key=lambda i: (len(pairs[i][0]) + len(pairs[i][1]), i))
+        device = self.model.device
+        for at in range(0, len(order), self.rows):
+            rows = order[at : at + self.rows]
+            sequences = [pairs[i][0] + pairs[i][1] for i in rows]
+            width = max(len(s) for s in sequences)
+            ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+            mask = torch.zeros((len(rows), width), dtype=torch.long)
+            for r, sequence in enumerate(sequences):
+                ids[r, width - len(sequence) :] = torch.tensor(sequence)
+                mask[r, width - len(sequence) :] = 1
+            keep = max(len(pairs[i][1]) for i in rows) + 1
+            logits = self.model(
+                input_ids=ids.to(device), attention_mask=mask.to(device), logits_to_keep=keep
+            ).logits.float()
+            logprobs = torch.log_softmax(logits[:, :-1], dim=-1).cpu()
+            for r, i in enumerate(rows):
+                answer = pairs[i][1]
+                targets = torch.tensor(answer)
+                # logits[:, j] predicts the token at width - keep + j + 1.
+                picked = logprobs[r, keep - 1 - len(answer) :].gather(1, targets[:, None])
+                out[i] = float(picked.sum())
+        return out

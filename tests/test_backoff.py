@@ -1,0 +1,134 @@
+"""The lexicon backoff: LAC's entities as candidates the model chooses among, for the review record."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import msgspec
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from model.answers.backoff import Backoff, ModelScorer, offered
+from model.answers.checks import unclaimed_entities
+from model.answers.validate import Extraction
+from model.build import build_engine
+from model.values.entities import EntityFinder, finder, read_user_dictionary
+from schemas.decode import decode_document
+from schemas.messages import Processing, ReviewCode, ReviewRecord, Span
+from streams.flow.routing import route_extraction
+from streams.settings import load_settings
+
+PROCESSING = (
+    b'{"worker_id":"w","source_topic":"raw","partition":0,"offset":1,"received_at":"2026-12-02T00:00:00Z",'
+    b'"completed_at":"2026-12-02T00:00:01Z","batch_size":1,"timings":{}}'
+)
+
+
+def _doc(text: str, field_set: str, doc_id: str = "d"):
+    raw = {"doc_id": doc_id, "text": text, "field_set": field_set}
+    return decode_document(json.dumps(raw, ensure_ascii=False).encode(), 1 << 20)
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_model_dir: Path):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir, padding_side="left")
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+    return model, tokenizer
+
+
+def test_scorer_matches_one_forward_per_answer(tiny) -> None:
+    model, tokenizer = tiny
+    pairs = [
+        (tokenizer("输入: 张三在北京工作\n抽取: 姓名\n输出: [GEN]")["input_ids"], tokenizer("姓名: 张三")["input_ids"]),
+        (tokenizer("输入: 短\n抽取: 地点\n输出: [GEN]")["input_ids"], tokenizer("地点: 北京市朝阳区")["input_ids"]),
+        (tokenizer("输入: 李四\n抽取: 姓名\n输出: [GEN]")["input_ids"], tokenizer("姓名: 李四")["input_ids"]),
+    ]
+    batched = ModelScorer(model, int(tokenizer.pad_token_id), rows=3)(pairs)
+    for (context, answer), score in zip(pairs, batched, strict=True):
+        with torch.inference_mode():
+            logits = model(input_ids=torch.tensor([context + answer])).logits[0].float()
+        logprobs = torch.log_softmax(logits, -1)
+        alone = sum(float(logprobs[len(context) + k - 1, t]) for k, t in enumerate(answer))
+        assert score == pytest.approx(alone, abs=1e-3)
+
+
+def test_a_place_label_answered_none_beside_a_lac_location_is_unclaimed() -> None:
+    doc = _doc("经双方协商，杭州云栖数智科技有限公司聘用周晓梅，本协议于2023年3月15日在杭州市签署。", "contract")
+    fields = {"甲方": [Span(text="杭州云栖数智科技有限公司", start=6, end=18, confidence=0.99, margin=0.9)]}
+    reasons = unclaimed_entities(doc, fields, finder()(doc.text), [])
+    by_label = {r.label: r for r in reasons}
+    assert by_label["签约地点"].code == ReviewCode.UNCLAIMED_VALUE and by_label["签约地点"].value == "杭州市"
+    assert by_label["乙方"].value == "周晓梅"
+    # The organisation is claimed by 甲方: no label is flagged for it.
+    assert "甲方" not in by_label and not any(r.value == "杭州云栖数智科技有限公司" for r in reasons)
+
+
+def test_review_record_carries_the_candidates_for_a_none_beside_named_entities(tiny, engine_settings) -> None:
+    model, tokenizer = tiny
+    backoff = Backoff(finder(), ModelScorer(model, int(tokenizer.pad_token_id)), tokenizer, 1024)
+    doc = _doc("接诊医生李秀英为患者王建国看诊，就诊日期2024年5月6日，医院为北京协和医院。", "medical")
+    # The model's record: the hospital and date answered, both persons answered None.
+    extraction = Extraction(
+        doc_id="d",
+        fields={
+            "医院名称": [Span(text="北京协和医院", start=31, end=37, confidence=0.99, margin=0.9)],
+            "就诊日期": [Span(text="2024年5月6日", start=20, end=29, confidence=0.99, margin=0.9)],
+        },
+    )
+    cost = backoff([doc], [extraction])
+    assert cost.lexicon_documents == 1 and cost.labels == 2 and cost.candidates == 4
+    for label in ("患者姓名", "主治医师"):
+        candidates = extraction.candidates[label]
+        assert {c.text for c in candidates} == {"李秀英", "王建国"}
+        assert all(c.source == "lac:PER" and doc.text[c.start : c.end] == c.text for c in candidates)
+        assert sum(c.score for c in candidates) == pytest.approx(1.0)
+        assert [c.picked for c in candidates] == [True, False] and candidates[0].score >= candidates[1].score
+        # The pick is the label's value in the review record, with its reason.
+        assert extraction.fields[label][0].text == candidates[0].text
+        assert any(r.code == ReviewCode.LEXICON_BACKOFF and r.label == label for r in extraction.reasons)
+    settings = load_settings({})
+    processing = msgspec.json.decode(PROCESSING, type=Processing)
+    engine_info = build_engine(engine_settings).info
+    [review] = route_extraction(doc, extraction, engine_info, processing, settings.topics)
+    assert review.topic == settings.topics.review
+    record = msgspec.json.decode(review.value, type=ReviewRecord)
+    assert record.candidates == extraction.candidates
+    # Same input, same candidates and scores.
+    again = Extraction(doc_id="d", fields={k: v for k, v in extraction.fields.items() if k in ("医院名称", "就诊日期")})
+    backoff([doc], [again])
+    assert again.candidates == extraction.candidates
+
+
+def test_no_backoff_where_every_label_is_answered_or_nothing_is_offered(tiny) -> None:
+    model, tokenizer = tiny
+    backoff = Backoff(finder(), ModelScorer(model, int(tokenizer.pad_token_id)), tokenizer, 1024)
+    doc = _doc("诊断：感冒。", "medical")
+    extraction = Extraction(doc_id="d")
+    cost = backoff([doc], [extraction])
+    assert cost.labels == 0 and extraction.candidates == {} and extraction.reasons == []
+
+
+def test_user_dictionary_makes_a_company_lac_splits_one_entity(tmp_path: Path) -> None:
+    text = "本合同由恒信精密机械（苏州）有限公司与员工签订。"
+    assert "恒信精密机械（苏州）有限公司" not in [e.text for e in finder()(text)]
+    words = tmp_path / "companies.txt"
+    words.write_text("# our customers\n恒信精密机械（苏州）有限公司\n李秀英 PER\n", encoding="utf-8")
+    assert read_user_dictionary(words) == (("恒信精密机械（苏州）有限公司", "ORG"), ("李秀英", "PER"))
+    settings = load_settings({"SEQSTREAM_MODEL__USER_DICTIONARY": str(words)})
+    assert settings.model.user_dictionary == str(words)
+    found = finder(settings.model.user_dictionary)(text)
+    org = [e for e in found if e.tag == "ORG"]
+    assert [(e.text, e.start, e.end) for e in org] == [("恒信精密机械（苏州）有限公司", 4, 18)]
+    # LAC's own pieces inside it (its 苏州 LOC) gave way.
+    assert not any(e.start >= 4 and e.end <= 18 and e.tag != "ORG" for e in found)
+    doc = _doc(text, "contract")
+    assert next(c.text for c in offered(doc, "甲方", found, [])) == "恒信精密机械（苏州）有限公司"
+
+
+def test_a_bad_user_dictionary_line_is_named(tmp_path: Path) -> None:
+    words = tmp_path / "bad.txt"
+    words.write_text("恒信 COMPANY\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"bad\.txt:1"):
+        EntityFinder(read_user_dictionary(words))
