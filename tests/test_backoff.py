@@ -16,7 +16,7 @@ from model.answers.validate import Extraction
 from model.build import build_engine
 from model.values.entities import EntityFinder, finder, read_user_dictionary
 from schemas.decode import decode_document
-from schemas.messages import Processing, ReviewCode, ReviewRecord, Span
+from schemas.messages import Processing, ReviewCode, ReviewRecord, Span, TextWindow
 from streams.flow.routing import route_extraction
 from streams.settings import load_settings
 
@@ -72,6 +72,7 @@ def test_review_record_carries_the_candidates_for_a_none_beside_named_entities(t
     # The model's record: the hospital and date answered, both persons answered None.
     extraction = Extraction(
         doc_id="d",
+        windows=[TextWindow(start=0, end=len(doc.text))],
         fields={
             "医院名称": [Span(text="北京协和医院", start=31, end=37, confidence=0.99, margin=0.9)],
             "就诊日期": [Span(text="2024年5月6日", start=20, end=29, confidence=0.99, margin=0.9)],
@@ -96,7 +97,8 @@ def test_review_record_carries_the_candidates_for_a_none_beside_named_entities(t
     record = msgspec.json.decode(review.value, type=ReviewRecord)
     assert record.candidates == extraction.candidates
     # Same input, same candidates and scores.
-    again = Extraction(doc_id="d", fields={k: v for k, v in extraction.fields.items() if k in ("医院名称", "就诊日期")})
+    answered = {k: v for k, v in extraction.fields.items() if k in ("医院名称", "就诊日期")}
+    again = Extraction(doc_id="d", windows=extraction.windows, fields=answered)
     backoff([doc], [again])
     assert again.candidates == extraction.candidates
 
@@ -105,7 +107,7 @@ def test_no_backoff_where_every_label_is_answered_or_nothing_is_offered(tiny) ->
     model, tokenizer = tiny
     backoff = Backoff(finder(), ModelScorer(model, int(tokenizer.pad_token_id)), tokenizer, 1024)
     doc = _doc("诊断：感冒。", "medical")
-    extraction = Extraction(doc_id="d")
+    extraction = Extraction(doc_id="d", windows=[TextWindow(start=0, end=len(doc.text))])
     cost = backoff([doc], [extraction])
     assert cost.labels == 0 and extraction.candidates == {} and extraction.reasons == []
 

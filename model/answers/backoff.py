@@ -142,7 +142,8 @@ class Backoff:
                     continue
                 candidates = offered(doc, label, entities, taken)
                 prompt = self._prompt(doc, label)
-                candidates = [c for c in candidates if c.end <= prompt[1]]
+                # What the prompt holds, and a window of the record read (spans say which).
+                candidates = [c for c in candidates if c.end <= prompt[1] and _read(extraction, c)]
                 if candidates:
                     asks.append((extraction, label, candidates, prompt[0]))
         pairs = [(prompt, self._answer(label, c.text)) for _, label, cs, prompt in asks for c in cs]
@@ -164,6 +165,10 @@ class Backoff:
         return [*self.tokenizer(text, add_special_tokens=False)["input_ids"], self.eos_id]
 
 
+def _read(extraction: Extraction, candidate: Candidate) -> bool:
+    return any(w.start <= candidate.start and candidate.end <= w.end for w in extraction.windows)
+
+
 def _pick(extraction: Extraction, label: str, candidates: list[Candidate], logprobs: list[float]) -> None:
     """The model's choice among `candidates`: each one's share of their summed probability."""
     top = max(logprobs)
@@ -175,7 +180,11 @@ def _pick(extraction: Extraction, label: str, candidates: list[Candidate], logpr
     scored = [msgspec.structs.replace(candidates[i], score=weights[i] / total, picked=i == best) for i in ranked]
     extraction.candidates[label] = scored
     pick = scored[0]
-    extraction.fields[label] = [Span(text=pick.text, start=pick.start, end=pick.end, confidence=pick.score, margin=0.0)]
+    # The window that read it (a long document's record says per span which one did).
+    window = next(i for i, w in enumerate(extraction.windows) if w.start <= pick.start and pick.end <= w.end)
+    extraction.fields[label] = [
+        Span(text=pick.text, start=pick.start, end=pick.end, confidence=pick.score, margin=0.0, window=window)
+    ]
     extraction.reasons.append(
         ReviewReason(
             code=ReviewCode.LEXICON_BACKOFF,
