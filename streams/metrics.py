@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.core import Metric
 from prometheus_client.process_collector import ProcessCollector
 
@@ -176,10 +176,6 @@ def count_outputs(outcomes: Iterable[tuple[str, datetime | None, datetime | None
         start, started_at = ("submitted_at", submitted_at) if submitted_at else ("kafka_timestamp", raw_timestamp)
         if started_at is not None:
             END_TO_END_SECONDS.labels(start=start).observe(max((acked_at - started_at).total_seconds(), 0.0))
-
-
-def render(registry: CollectorRegistry = REGISTRY) -> bytes:
-    return generate_latest(registry)
 
 
 def exported_series(families: Iterable[Metric] | None = None) -> set[str]:

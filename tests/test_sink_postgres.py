@@ -46,6 +46,7 @@ from streams.settings import Settings, load_settings
 from streams.sinks.consumer import WAITING_NOTICE_AFTER_S, SinkConsumer, WaitingForPartitions
 from streams.sinks.postgres import PostgresSink
 from streams.sinks.postgres_plan import plan_batch
+from streams.sinks.postgres_sql import FIELD_VALUES_VIEW, NEWEST_VIEW_COLUMN, TABLES_DDL
 from tests.readme_blocks import blocks, sql_statements
 
 pytestmark = pytest.mark.kafka
@@ -434,6 +435,27 @@ def test_a_lost_database_connection_is_retried_without_loss(sink_env, sink_threa
         ("e-1", "2"),
         ("e-2", "1"),
     ]
+
+
+def test_a_view_made_by_an_older_sink_gets_the_typed_money_columns(sink_env) -> None:
+    settings, _ = sink_env
+    schema = settings.sink.db_schema
+    # The view as sinks made it before low, high and period: the same text without those columns.
+    typed = FIELD_VALUES_VIEW.index(",\n       -- Money typed")
+    older = FIELD_VALUES_VIEW[:typed] + FIELD_VALUES_VIEW[FIELD_VALUES_VIEW.index("\nFROM {schema}.doc_fields") :]
+    execute(settings, (TABLES_DDL + older).format(schema=schema))
+    assert NEWEST_VIEW_COLUMN not in _view_columns(settings)
+    PostgresSink(settings).create_tables()
+    assert _view_columns(settings)[-3:] == ["low", "high", NEWEST_VIEW_COLUMN]
+
+
+def _view_columns(settings: Settings) -> list[str]:
+    rows = query(
+        settings,
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema()"
+        " AND table_name = 'field_values' ORDER BY ordinal_position",
+    )
+    return [name for (name,) in rows]
 
 
 # A backlog over three partitions long enough that three kills land mid-run, while the sink is busy.

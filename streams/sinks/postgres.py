@@ -31,7 +31,17 @@ from streams.kafka.inbound import Inbound
 from streams.settings import Settings
 from streams.sinks.base import DeadLetters, Sink
 from streams.sinks.postgres_plan import Rejected, Upsert, columns, plan_batch
-from streams.sinks.postgres_sql import DELETE, LOCK_OFFSETS, SCHEMA_DDL, SEED_OFFSETS, STORE_OFFSETS, TABLES, UPSERT
+from streams.sinks.postgres_sql import (
+    DELETE,
+    FIELD_VALUES_VIEW,
+    LOCK_OFFSETS,
+    NEWEST_VIEW_COLUMN,
+    SCHEMA_DDL,
+    SEED_OFFSETS,
+    STORE_OFFSETS,
+    TABLES,
+    UPSERT,
+)
 
 # Taken by every sink creating the tables at once: CREATE ... IF NOT EXISTS is not safe concurrently.
 _DDL_LOCK = 0x5E05_7EA3
@@ -81,6 +91,16 @@ class PostgresSink(Sink):
             )
             if missing:
                 conn.execute(self._sql(SCHEMA_DDL))
+                return
+            # A view made by an older sink lacks the newest columns (low, high, period): CREATE OR
+            # REPLACE VIEW adds them at its end, as the view's owner may.
+            [(current,)] = conn.execute(
+                "SELECT count(*) FROM information_schema.columns"
+                " WHERE table_schema = %s AND table_name = 'field_values' AND column_name = %s",
+                (self.settings.sink.db_schema, NEWEST_VIEW_COLUMN),
+            )
+            if not current:
+                conn.execute(self._sql(FIELD_VALUES_VIEW))
 
     def resume_offsets(self, topic: str, partitions: Sequence[int]) -> dict[int, int]:
         """The database's next offset of each partition; a partition it has not seen starts a row at 0

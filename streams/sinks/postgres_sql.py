@@ -55,6 +55,8 @@ CROSS JOIN LATERAL jsonb_array_elements(f.spans) AS s(span);
 """
 
 SCHEMA_DDL = TABLES_DDL + FIELD_VALUES_VIEW
+# The view's last column: where a view lacks it, an older sink made it (streams/sinks/postgres.py).
+NEWEST_VIEW_COLUMN = "period"
 
 TABLES = ("doc_fields", "sink_offsets", "field_values")
 
