@@ -12,17 +12,31 @@ import yaml
 from tests.prometheus_fixture import ROOT, RULE_TESTS, RULES, binary
 
 CONFIG = ROOT / "ops" / "prometheus" / "prometheus.yml"
+# For workers and sinks started by hand (README, "Monitoring by hand"): targets from files, not DNS.
+BY_HAND = ROOT / "ops" / "prometheus" / "by-hand.yml"
 
 
 def _promtool(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([binary("promtool"), *map(str, args)], capture_output=True, text=True, timeout=120)
 
 
-def test_config_and_rules_are_valid() -> None:
+@pytest.mark.parametrize("config", [CONFIG, BY_HAND], ids=lambda p: p.name)
+def test_config_and_rules_are_valid(config: Path) -> None:
     # `check config` also checks every rule file the config names: the rules are loaded, not just valid.
-    result = _promtool("check", "config", CONFIG)
+    result = _promtool("check", "config", config)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"{RULES.name}" in result.stdout + result.stderr
+
+
+def test_the_by_hand_config_scrapes_what_the_compose_one_does() -> None:
+    compose, by_hand = (yaml.safe_load(p.read_text()) for p in (CONFIG, BY_HAND))
+    assert by_hand["rule_files"] == compose["rule_files"]
+
+    def jobs(config: dict) -> dict[str, str]:
+        return {j["job_name"]: j["metrics_path"] for j in config["scrape_configs"]}
+
+    assert jobs(by_hand) == jobs(compose)
+    assert all(j["file_sd_configs"] for j in by_hand["scrape_configs"])
 
 
 def test_rule_unit_tests_pass() -> None:
