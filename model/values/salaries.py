@@ -14,6 +14,10 @@ from model.values.width import fold_width
 _NEGOTIABLE = re.compile(r"(?:薪资|工资|薪酬|待遇|月薪|年薪)?(?:可)?面议")
 # `·13薪`: paid 13 times a year, which makes the amount before it a monthly one.
 _PAID_TIMES = re.compile(r"[·*xX×]?(\d{2})薪$")
+# The period in English, as bilingual ads write it (`20k-35k RMB/month`); the Chinese forms are the
+# amount parser's (`元/月`, `月薪`).
+_ENGLISH_PERIOD = re.compile(r"(?:/|per)(month|mo|year|yr|day|hour|hr)$", re.IGNORECASE)
+_ENGLISH_PERIODS = {"mo": "month", "yr": "year", "hr": "hour"}
 # An open range: `8000元以上`, `8k起`, `8000+`.
 _OPEN = re.compile(r"(?:及以上|以上|起|\+)$")
 
@@ -37,6 +41,9 @@ def parse_salary(text: str) -> Salary | None:
     period = None
     if found := _PAID_TIMES.search(body):
         period, body = "month", body[: found.start()]
+    if found := _ENGLISH_PERIOD.search(body):
+        word = found[1].lower()
+        period, body = _ENGLISH_PERIODS.get(word, word), body[: found.start()]
     open_ended = bool(found := _OPEN.search(body))
     if found:
         body = body[: found.start()]
