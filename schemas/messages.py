@@ -323,6 +323,8 @@ class ErrorCode(enum.Enum):
     INVALID_FIELD_TYPE = "invalid_field_type"
     TOO_LONG = "too_long"
     PROCESSING_FAILED = "processing_failed"
+    # The engine ran past the batch deadline on this document alone (streams/flow/batching.py).
+    DEADLINE_EXCEEDED = "deadline_exceeded"
     # Not a raw document: a record on an output topic that a downstream reader of ours (the
     # PostgreSQL sink) cannot take; `source_topic` names the topic, `message` the reason.
     INVALID_RECORD = "invalid_record"

@@ -94,6 +94,10 @@ class BatchSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # Times max_document_bytes, it bounds what a flood of input can make the worker hold: Faust's
     # default of 4096 would allow 2 GiB of 512 KiB documents, this 64 MiB.
     buffer_documents: int = 128
+    # Seconds an engine call may take once it has the engine (0 = none). A call past it is abandoned
+    # and its batch bisected like one that raised: the document that hangs is dead-lettered as
+    # `deadline_exceeded`, the rest are written. Generous: a slow batch only costs a bisection.
+    deadline_s: float = 600.0
 
 
 class WorkerSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -6,6 +6,7 @@ is in its batch, the real engine otherwise: the fault a CUDA assert or a tokeniz
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import model.build
@@ -21,6 +22,18 @@ class PoisonedEngine(Extractor):
     def extract(self, docs: Sequence[Document]) -> BatchResult:
         if any(d.doc_id.endswith("poison") for d in docs):
             raise RuntimeError("CUDA error: device-side assert triggered")
+        return super().extract(docs)
+
+
+class HangingEngine(Extractor):
+    """The real engine, stalled for `hang_s` whenever a document whose doc_id ends in "hang" is in its
+    batch: a document the engine takes far too long over, as a runaway decode or a stuck kernel would."""
+
+    hang_s = 3.0
+
+    def extract(self, docs: Sequence[Document]) -> BatchResult:
+        if any(d.doc_id.endswith("hang") for d in docs):
+            time.sleep(self.hang_s)
         return super().extract(docs)
 
 

@@ -85,11 +85,12 @@ def test_bad_input_gets_its_code(case: str, raw: bytes | None, code: ErrorCode) 
 
 
 def test_every_dead_letter_code_is_pinned() -> None:
-    # processing_failed is the pipeline's (tests/test_pipeline.py pins it); too_long needs a text
-    # beyond the byte limit used here (tests/test_windowed_engine.py pins it); invalid_record is the
-    # PostgreSQL sink's, about output records (tests/test_sink_postgres.py pins it).
+    # processing_failed and deadline_exceeded are the pipeline's (tests/test_pipeline.py pins them);
+    # too_long needs a text beyond the byte limit used here (tests/test_windowed_engine.py pins it);
+    # invalid_record is the PostgreSQL sink's, about output records (tests/test_sink_postgres.py pins it).
     assert {code for *_, code in BAD_INPUT} == set(ErrorCode) - {
         ErrorCode.PROCESSING_FAILED,
+        ErrorCode.DEADLINE_EXCEEDED,
         ErrorCode.TOO_LONG,
         ErrorCode.INVALID_RECORD,
     }

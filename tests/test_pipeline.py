@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import UTC, datetime
 
 import msgspec
+import pytest
 
 from model.answers.validate import Extraction
 from ops.demo.samples import sample_documents
 from schemas.decode import decode_document
 from schemas.messages import AlertRecord, DeadLetter, ErrorCode, FieldRecord, Processing, ReviewRecord, Span
 from streams import metrics
-from streams.flow.batching import Failed, run_isolated
+from streams.flow.batching import Deadline, DeadlineExceeded, Failed, run_isolated
 from streams.flow.driver import BatchDriver
 from streams.flow.pipeline import Pipeline
 from streams.flow.routing import route_extraction
 from streams.kafka.inbound import Inbound
 from streams.settings import Settings
-from tests.poisoned_worker import PoisonedEngine
+from tests.poisoned_worker import HangingEngine, PoisonedEngine
 
 NOW = datetime(2026, 12, 2, tzinfo=UTC)
 
@@ -72,6 +74,49 @@ def test_batch_with_bad_input_and_a_poisoned_document(reference_engine, engine_s
     assert {a.kind for a in alerts} == {"entropy", "pipeline"}
     assert next(a for a in alerts if a.kind == "pipeline").doc_id == "doc-poison"
     assert all(o.key for o in out if o.topic != t.dead_letter)
+
+
+def test_a_call_past_the_deadline_is_abandoned_and_the_next_waits_for_the_engine() -> None:
+    deadline = Deadline(0.2)
+    release = threading.Event()
+    order: list[str] = []
+
+    def stuck(items):
+        release.wait()
+        order.append("stuck returned")
+        return items
+
+    with pytest.raises(DeadlineExceeded):
+        deadline.call(stuck, ["a"])
+    threading.Timer(0.5, release.set).start()
+
+    def quick(items):
+        order.append("quick ran")
+        return items
+
+    # Started while the abandoned call still held the engine: it waits for it, then gets its own clock.
+    assert deadline.call(quick, ["b"]) == ["b"]
+    assert order == ["stuck returned", "quick ran"]
+    assert Deadline(0).call(quick, ["c"]) == ["c"]
+
+
+def test_a_document_past_the_deadline_is_dead_lettered_and_the_rest_written(reference_engine, engine_settings) -> None:
+    settings = settings_for(engine_settings)
+    settings.batch.deadline_s = 1.0
+    pipeline = Pipeline(HangingEngine(reference_engine.inner.runner), settings)
+    good = [raw for raw, _ in sample_documents(3, seed=11)]
+    hang = {"doc_id": "doc-hang", "text": "某某文本", "labels": ["甲方"]}
+    batch = [inbound(msgspec.json.encode(raw), i) for i, raw in enumerate([good[0], hang, *good[1:]])]
+    out = pipeline.process_batch(batch).outgoing
+
+    t = settings.topics
+    written = [msgspec.json.decode(o.value)["doc_id"] for o in out if o.topic in (t.fields, t.review)]
+    assert sorted(written) == sorted(raw["doc_id"] for raw in good)
+    dead = [msgspec.json.decode(o.value, type=DeadLetter) for o in out if o.topic == t.dead_letter]
+    assert [(d.offset, d.doc_id, d.error_code) for d in dead] == [(1, "doc-hang", ErrorCode.DEADLINE_EXCEEDED)]
+    assert dead[0].original_value == batch[1].value
+    alerts = [msgspec.json.decode(o.value, type=AlertRecord) for o in out if o.topic == t.alerts]
+    assert [a.alert_id for a in alerts if a.kind == "pipeline"] == ["doc-hang/deadline_exceeded"]
 
 
 def test_redelivered_document_yields_identical_records_outside_processing(reference_engine, engine_settings) -> None:

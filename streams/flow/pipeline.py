@@ -18,7 +18,7 @@ import msgspec
 from model import BatchResult, Engine, Extraction, sum_timings
 from schemas.decode import DocumentError, decode_document
 from schemas.messages import Document, ErrorCode, Processing, Timings
-from streams.flow.batching import Failed, run_isolated
+from streams.flow.batching import Deadline, Failed, run_isolated
 from streams.flow.routing import (
     Outgoing,
     audit_trail,
@@ -60,6 +60,7 @@ class Pipeline:
         self.engine = engine
         self.settings = settings
         self.worker_id = settings.worker.worker_id
+        self.deadline = Deadline(settings.batch.deadline_s)
 
     def process_batch(self, batch: Sequence[Inbound]) -> ProcessedBatch:
         started = time.monotonic()
@@ -95,7 +96,7 @@ class Pipeline:
         timings: list[Timings] = []
 
         def run(docs: Sequence[Document]) -> list[Extraction]:
-            result: BatchResult = self.engine.extract(docs)
+            result: BatchResult = self.deadline.call(self.engine.extract, docs)
             timings.append(result.timings)
             measured.generated_tokens += result.generated_tokens
             return result.extractions

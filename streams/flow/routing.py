@@ -27,6 +27,7 @@ from schemas.messages import (
     ReviewRecord,
     TokenTrace,
 )
+from streams.flow.batching import DeadlineExceeded
 from streams.flow.outgoing import Outgoing, dead_letter
 from streams.kafka.inbound import Inbound
 from streams.settings import TopicSettings
@@ -143,10 +144,14 @@ def route_rejection(inbound: Inbound, error: DocumentError, topics: TopicSetting
 def route_failure(
     inbound: Inbound, doc: Document, error: BaseException, topics: TopicSettings, worker_id: str, now: datetime
 ) -> list[Outgoing]:
-    """The engine raised on this document alone: a dead letter, and a pipeline alarm for operations."""
-    message = f"the engine raised {type(error).__name__}: {error}"
+    """The engine raised, or ran past the deadline, on this document alone: a dead letter, and a
+    pipeline alarm for operations."""
+    if isinstance(error, DeadlineExceeded):
+        code, message = ErrorCode.DEADLINE_EXCEEDED, str(error)
+    else:
+        code, message = ErrorCode.PROCESSING_FAILED, f"the engine raised {type(error).__name__}: {error}"
     alert = AlertRecord(
-        alert_id=f"{doc.doc_id}/processing_failed",
+        alert_id=f"{doc.doc_id}/{code.value}",
         kind="pipeline",
         severity="critical",
         doc_id=doc.doc_id,
@@ -155,7 +160,7 @@ def route_failure(
         worker_id=worker_id,
         raised_at=now,
     )
-    record = dead_letter(inbound, ErrorCode.PROCESSING_FAILED, message, doc.doc_id, topics, worker_id)
+    record = dead_letter(inbound, code, message, doc.doc_id, topics, worker_id)
     return [
         dataclasses.replace(record, submitted_at=doc.submitted_at),
         Outgoing(topics.alerts, doc.doc_id.encode(), _encoder.encode(alert)),
