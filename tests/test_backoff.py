@@ -134,3 +134,20 @@ def test_a_bad_user_dictionary_line_is_named(tmp_path: Path) -> None:
     words.write_text("恒信 COMPANY\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"bad\.txt:1"):
         EntityFinder(read_user_dictionary(words))
+
+
+def test_a_place_in_an_address_claims_no_label() -> None:
+    text = "甲方：太原明腾科技有限公司\n地址：广西壮族自治区杭州县沈北新刘街H座\n乙方：李秀珍\n公司"
+    doc = _doc(text, "contract")
+    fields = {
+        "甲方": [Span(text="太原明腾科技有限公司", start=3, end=13, confidence=0.99, margin=0.9)],
+        "乙方": [Span(text="李秀珍", start=38, end=41, confidence=0.99, margin=0.9)],
+    }
+    entities = finder()(text)
+    assert any(e.tag == "LOC" for e in entities)
+    # The places are the party's address, not where the contract was signed.
+    assert unclaimed_entities(doc, fields, entities, []) == []
+    # Written as where it was signed, the same kind of place is unclaimed.
+    signed = _doc(text + "，本合同于杭州市签订", "contract")
+    [reason] = unclaimed_entities(signed, fields, finder()(signed.text), [])
+    assert reason.label == "签约地点" and reason.value == "杭州市"

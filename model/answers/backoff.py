@@ -38,6 +38,7 @@ from model.answers.prompt import encode_prompts
 from model.answers.validate import Extraction
 from model.clock import ms_since
 from model.values.entities import Entity, EntityFinder, EntityTag
+from model.values.lexicon import organisation_suffixes
 from model.values.mentions import mentions
 from schemas.messages import Candidate, Document, ReviewCode, ReviewReason, Span
 
@@ -82,7 +83,12 @@ def offered(doc: Document, label: str, entities: Sequence[Entity], taken: Sequen
     """A label's candidates: its sources' values that no label took, each once, in order of appearance."""
     tags, types = sources(doc, label)
     found = [Candidate(text=e.text, start=e.start, end=e.end, score=0.0, source=f"lac:{e.tag}") for e in entities]
-    found = [c for c, e in zip(found, entities, strict=True) if e.tag in tags]
+    # A bare suffix (公司) LAC tags as an organisation names none.
+    found = [
+        c
+        for c, e in zip(found, entities, strict=True)
+        if e.tag in tags and not (e.tag == "ORG" and e.text in organisation_suffixes())
+    ]
     written = mentions(doc.text)
     for kind in types:
         for value in written[kind]:  # type: ignore[index]

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from model.answers.words import Words, words_of
 from model.grammar.source import CHECKED_TYPES, WordEdges
 from model.values.entities import Entity
-from model.values.lexicon import surnames
+from model.values.lexicon import organisation_suffixes, surnames
 from model.values.mentions import MENTIONED_TYPES, mentions
 from schemas.messages import Document, ReviewCode, ReviewReason, Span
 
@@ -153,6 +153,16 @@ def unclaimed_values(doc: Document, fields: Mapping[str, Sequence[Span]]) -> lis
 # holds vague times such as 上午 that no date label wants).
 ENTITY_CHECKS = {"person": ("PER",), "organisation": ("ORG",), "party": ("PER", "ORG"), "place": ("LOC",)}
 PLACE_LABELS = NAME_LABELS - PARTY_LABELS
+# A place inside an address (地址：广西壮族自治区…) is where a party lives, not the label's place: the
+# generated contracts leave 签约地点 empty beside their parties' addresses.
+_ADDRESS_CUES = ("地址", "住址", "住所", "通讯", "户籍")
+_CLAUSE_ENDS = "\n。；;，,"
+
+
+def in_address(text: str, start: int) -> bool:
+    """Whether the clause around `start` (up to the nearest separator either side) reads as an address."""
+    left = max(text.rfind(c, 0, start) for c in _CLAUSE_ENDS)
+    return any(cue in text[left + 1 : start] for cue in _ADDRESS_CUES)
 
 
 def unclaimed_entities(
@@ -176,7 +186,10 @@ def unclaimed_entities(
             dict.fromkeys(
                 e.text
                 for e in entities
-                if e.tag in ENTITY_CHECKS[kind] and not any(e.text in t or t in e.text for t in taken)
+                if e.tag in ENTITY_CHECKS[kind]
+                and not any(e.text in t or t in e.text for t in taken)
+                and not (e.tag == "LOC" and in_address(doc.text, e.start))
+                and not (e.tag == "ORG" and e.text in organisation_suffixes())
             )
         )
         if free:

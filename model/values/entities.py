@@ -49,8 +49,11 @@ def _lac_entities(text: str) -> tuple[Entity, ...]:
     found, position = [], 0
     for word, tag in _analyser().run(text):
         start, position = position, position + len(word)
-        if tag in ENTITY_TAGS:
-            found.append(Entity(tag, start, position, word))
+        # LAC's words may hold the line breaks and spaces around them ("\n公司"): trimmed off.
+        text = word.strip()
+        if tag in ENTITY_TAGS and text:
+            at = start + word.index(text)
+            found.append(Entity(tag, at, at + len(text), text))
     return tuple(found)
 
 

@@ -30,6 +30,11 @@ def person_ok(value: str) -> bool:
     )
 
 
+def organisation_suffixes() -> frozenset[str]:
+    """The shipped organisation suffixes (有限公司, 医院 ...): alone, they name no organisation."""
+    return _words("org_suffixes.txt")
+
+
 def organisation_ok(value: str) -> bool:
     """Ends with a known organisation suffix such as 有限公司 or 医院."""
     return len(value) >= 3 and any(value.endswith(suffix) for suffix in _words("org_suffixes.txt"))

@@ -100,6 +100,8 @@ class AccuracyReport:
     # Review code -> documents carrying it (a document may carry several).
     review_reasons: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    # The lexicon backoff's time (LAC and candidate scoring, model/answers/backoff.py), in the batches' wall time.
+    backoff_ms: float = 0.0
 
     @property
     def micro(self) -> FieldScore:
@@ -135,6 +137,7 @@ class AccuracyReport:
             "written_values": self.written_values,
             "hallucination_rate": _ratio(self.not_in_source, self.written_values),
             "docs_per_s": _ratio(self.documents, self.seconds),
+            "backoff_ms_per_doc": _ratio(self.backoff_ms, self.documents),
             "chars_per_s": _ratio(self.characters, self.seconds),
         }
 
@@ -154,7 +157,9 @@ def evaluate(
     started = time.perf_counter()
     for start in range(0, len(docs), batch_size):
         batch = docs[start : start + batch_size]
-        for doc, extraction in zip(batch, engine.extract(batch).extractions, strict=True):
+        result = engine.extract(batch)
+        report.backoff_ms += result.timings.backoff_ms
+        for doc, extraction in zip(batch, result.extractions, strict=True):
             report.documents += 1
             report.to_review += extraction.needs_review
             report.to_fields += not extraction.needs_review

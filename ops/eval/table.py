@@ -48,6 +48,7 @@ RATES = [
     ("spans off text", "misplaced_spans", "{:d}"),
     ("values twice", "repeated_values", "{:d}"),
     ("docs/s", "docs_per_s", "{:.2f}"),
+    ("backoff ms/doc", "backoff_ms_per_doc", "{:.1f}"),
     ("chars/s", "chars_per_s", "{:.0f}"),
 ]
 
