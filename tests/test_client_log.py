@@ -7,7 +7,7 @@ import logging
 import pytest
 from confluent_kafka import Producer
 
-from streams.kafka.client_log import LOGGER_NAME, WINDOW_S, ClientLog
+from streams.kafka.client_log import LOGGER_NAME, WINDOW_S, ClientLog, Windows, quiet_python_clients
 
 FMT = "%s [%s] %s"
 
@@ -47,3 +47,57 @@ def test_any_call_shape_is_forwarded(caplog, args) -> None:
     caplog.set_level(logging.DEBUG, logger=LOGGER_NAME)
     ClientLog().log(logging.WARNING, FMT if args else "plain text", *args)
     assert caplog.records
+
+
+def test_a_benign_coordinator_retry_is_info() -> None:
+    records: list[logging.LogRecord] = []
+    logger = logging.getLogger("test.client_log.benign")
+    logger.addHandler(handler := _Collect(records))
+    logger.setLevel(logging.DEBUG)
+    try:
+        ClientLog(logger).log(
+            logging.WARNING,
+            FMT,
+            "GETPID",
+            "rdkafka#producer-1",
+            "Failed to acquire idempotence PID from broker 1: Coordinator load in progress: retrying",
+        )
+    finally:
+        logger.removeHandler(handler)
+    assert [r.levelno for r in records] == [logging.INFO]
+
+
+class _Collect(logging.Handler):
+    def __init__(self, records: list[logging.LogRecord]) -> None:
+        super().__init__()
+        self.records = records
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_faust_s_python_clients_say_each_connection_error_once_a_window(caplog) -> None:
+    """aiokafka inside Faust logs these every ~100 ms while a broker is away (issue 30's fault run)."""
+    now = [0.0]
+    repeat = quiet_python_clients(Windows(clock=lambda: now[0]))
+    caplog.set_level(logging.DEBUG)
+    client, fetcher = logging.getLogger("aiokafka"), logging.getLogger("aiokafka.consumer.fetcher")
+    try:
+        # Faust's own transport logger has it too (the driver's module is imported to make its logger).
+        assert repeat in logging.getLogger("faust.transport.drivers.aiokafka").filters
+        for _ in range(300):
+            client.error("Unable connect to node with id %s: %s", 1, "[Errno 111] Connect call failed")
+            fetcher.error("Failed fetch messages from %s: %s", 1, "NodeNotReadyError")
+        client.info("a line below WARNING is never held back")
+        now[0] = WINDOW_S + 1
+        client.error("Unable connect to node with id %s: %s", 2, "[Errno 111] Connect call failed")
+    finally:
+        for name in list(logging.root.manager.loggerDict):
+            logging.getLogger(name).removeFilter(repeat)
+        for name in ("aiokafka", "faust.transport"):
+            logging.getLogger(name).removeFilter(repeat)
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 3, errors
+    assert errors[0].startswith("Unable connect to node with id 1") and "NodeNotReadyError" in errors[1]
+    assert errors[2].startswith("Unable connect to node with id 2") and "299 more like it" in errors[2]
+    assert any(r.getMessage() == "a line below WARNING is never held back" for r in caplog.records)

@@ -135,6 +135,7 @@ def test_broker_restarted_mid_run_worker_recovers_by_itself(fault_env, kafka_bro
     worker.start()
     produce_lines(settings, t.raw, messages)
     reader.read_until(lambda o: seen(o) >= 150, timeout_s=300, worker=worker)
+    errors_before = worker.log_count("[ERROR]") + worker.log_count(" ERROR ")
     kafka_broker.stop()
     stopped = time.monotonic()
     time.sleep(8)  # longer than a batch, so that the worker meets the dead broker while writing
@@ -146,6 +147,8 @@ def test_broker_restarted_mid_run_worker_recovers_by_itself(fault_env, kafka_bro
     restarted = time.monotonic()
     worker.wait_for_log(BATCH_DONE, count=batches_before + 1, timeout_s=300)
     recovered = time.monotonic()
+    # aiokafka inside Faust logs each failed connection and fetch (every ~100 ms): one line per cause a minute.
+    outage_errors = worker.log_count("[ERROR]") + worker.log_count(" ERROR ") - errors_before
     out = reader.read_until(lambda o: ids <= set(o.doc_ids(t.fields, t.review)), timeout_s=600, worker=worker)
 
     accounting = Accounting.of(ids, out.results(settings))
@@ -158,9 +161,11 @@ def test_broker_restarted_mid_run_worker_recovers_by_itself(fault_env, kafka_bro
         broker_down_s=round(restarted - stopped, 1),
         broker_up_to_first_result_s=round(recovered - restarted, 1),
         worker_starts=worker.starts,
+        outage_error_lines=outage_errors,
     )
     worker.assert_alive()
     assert worker.starts == 1, "the worker was restarted: it did not recover by itself"
+    assert outage_errors <= 10, worker.log_path.read_text(errors="replace")[-4000:]
     accounting.assert_complete()
     assert not out.records[t.dead_letter]
 

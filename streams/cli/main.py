@@ -89,6 +89,7 @@ def worker(ctx: click.Context, create_topics: bool) -> None:
         return
     import faust
 
+    from streams.kafka.client_log import quiet_python_clients
     from streams.kafka.membership import membership
     from streams.observe.http import worker_server
     from streams.workers.faust_app import RawAssignment, create_app
@@ -98,6 +99,7 @@ def worker(ctx: click.Context, create_topics: bool) -> None:
     log.info("joining group %s as instance %s", settings.worker.app_id, member.instance_id or "dynamic")
     app = create_app(settings, pipeline, member.instance_id)
     worker_server(settings, engine, RawAssignment(app, settings.topics.raw))
+    quiet_python_clients()
     faust.Worker(app, loglevel=settings.worker.log_level.upper(), quiet=True).execute_from_commandline()
     member.release()
 
