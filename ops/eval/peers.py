@@ -19,8 +19,10 @@ CORPUS_DIR = Path(__file__).resolve().parent.parent / "corpus"
 
 
 def hand_written_corpora(directory: Path = CORPUS_DIR) -> list[Path]:
-    """Every corpus file in ops/corpus with a ground-truth sidecar: the hand-written ones."""
-    return sorted(p for p in directory.glob("*.jsonl") if not p.name.endswith(".truth.jsonl") and truth_of(p).is_file())
+    """Every corpus file in ops/corpus with a ground-truth sidecar: the hand-written ones (relative to
+    the working directory where they are under it, as a user would type them)."""
+    found = [p for p in directory.glob("*.jsonl") if not p.name.endswith(".truth.jsonl") and truth_of(p).is_file()]
+    return sorted(p.relative_to(Path.cwd()) if p.is_relative_to(Path.cwd()) else p for p in found)
 
 
 def truth_of(path: Path) -> Path:
