@@ -35,7 +35,18 @@ def step_signals(logits: torch.Tensor, k: int, legal: torch.Tensor | None = None
     return StepSignals(*signal_tensors(logits, legal, k))
 
 
-def signal_tensors(logits: torch.Tensor, legal: torch.Tensor | None, k: int) -> SignalTensors:
+def static_path(static: bool | None, like: torch.Tensor) -> bool:
+    """Whether to take the path whose shapes and control flow never depend on the data, so the host
+    never waits for the device: as asked, or by default off a CPU and under compilation. Eager on a
+    CPU there is nothing to wait for, and the data-dependent path does less work."""
+    if static is not None:
+        return static
+    return like.device.type != "cpu" or torch.compiler.is_compiling()
+
+
+def signal_tensors(
+    logits: torch.Tensor, legal: torch.Tensor | None, k: int, static: bool | None = None
+) -> SignalTensors:
     """`step_signals` as plain tensors (chosen, prob, entropy, top ids, top probs), one function the
     fast engine compiles where it compiles its decode step: the mask and every signal fuse into a
     few reads of [B, V].
@@ -53,9 +64,9 @@ def signal_tensors(logits: torch.Tensor, legal: torch.Tensor | None, k: int) -> 
     if legal is not None:
         illegal = ~legal
         mass = probs.masked_fill_(illegal, 0.0).sum(-1)
-        log_mass = _log_legal_mass(mass, log_probs.masked_fill_(illegal, float("-inf")))
+        log_mass = _log_legal_mass(mass, log_probs.masked_fill_(illegal, float("-inf")), static)
     top_log_probs, top_ids = log_probs.topk(min(k + 1, x.shape[-1]), dim=-1)
-    chosen = _greedy_choice(x, legal, top_log_probs, top_ids)
+    chosen = _greedy_choice(x, legal, top_log_probs, top_ids, static)
     chosen_log_prob = log_probs.gather(-1, chosen[:, None])[:, 0]
     if legal is None:
         return chosen, chosen_log_prob.exp(), entropy, top_ids, top_log_probs.exp()
@@ -69,7 +80,11 @@ def signal_tensors(logits: torch.Tensor, legal: torch.Tensor | None, k: int) -> 
 
 
 def _greedy_choice(
-    x: torch.Tensor, legal: torch.Tensor | None, top_log_probs: torch.Tensor, top_ids: torch.Tensor
+    x: torch.Tensor,
+    legal: torch.Tensor | None,
+    top_log_probs: torch.Tensor,
+    top_ids: torch.Tensor,
+    static: bool | None,
 ) -> torch.Tensor:
     """The argmax of the masked logits, ties to the lowest token id, from the top-k of the masked
     log-probabilities: a plain argmax over [B, V] costs a pass of its own. Logits a rounding apart
@@ -80,7 +95,7 @@ def _greedy_choice(
     chosen = torch.where(top & (top_x == best), top_ids, x.shape[-1]).amin(-1)
     # Only if every kept entry ties may a tied one lie outside them.
     spill = top.all(-1)
-    if torch.compiler.is_compiling():
+    if static_path(static, x):
         return torch.where(spill, _masked(x, legal).argmax(-1), chosen)
     if bool(spill.any()):
         chosen[spill] = _masked(x[spill], None if legal is None else legal[spill]).argmax(-1)
@@ -91,11 +106,11 @@ def _masked(x: torch.Tensor, legal: torch.Tensor | None) -> torch.Tensor:
     return x if legal is None else x.masked_fill(~legal, float("-inf"))
 
 
-def _log_legal_mass(mass: torch.Tensor, masked_log_probs: torch.Tensor) -> torch.Tensor:
+def _log_legal_mass(mass: torch.Tensor, masked_log_probs: torch.Tensor, static: bool | None) -> torch.Tensor:
     """log of the legal tokens' share `mass` of the full distribution; taken from the masked
     log-probabilities for rows where the model puts so little on every legal token that the sum
     underflows."""
-    if torch.compiler.is_compiling():
+    if static_path(static, mass):
         return torch.where(mass > TINY_MASS, mass.log(), torch.logsumexp(masked_log_probs, -1))
     log_mass = mass.log()
     low = mass <= TINY_MASS

@@ -17,13 +17,15 @@ import torch
 
 from model.grammar.state import DeviceState
 from model.grammar.tables import DeviceTables
+from model.signals import static_path
 
 # Literal-state slots per row: its own state, and the way out of its open value.
 OWN, EXIT = 0, 1
 
 
-def legal(tables: DeviceTables, state: DeviceState) -> tuple[torch.Tensor, torch.Tensor]:
-    """([B, width] bool: the tokens each row may take, [B] bool: exactly one was legal)."""
+def legal(tables: DeviceTables, state: DeviceState, *, static: bool | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """([B, width] bool: the tokens each row may take, [B] bool: exactly one was legal). `static`:
+    shapes that never depend on the data (the default off a CPU; see `_open_ends`)."""
     rows, trash = tables.rows, tables.trash
     mask = torch.zeros(rows, trash + 1, dtype=torch.bool, device=state.ended.device)
     live = ~state.ended & ~tables.free
@@ -44,7 +46,7 @@ def legal(tables: DeviceTables, state: DeviceState) -> tuple[torch.Tensor, torch
         bytes_ |= tables.entry_rows[entry[:, slot]].view(torch.uint8)
     has |= (entry != len(tables.entry_rows) - 1).any(1)
     # Inside a value: the tokens occurring at its end positions, less those a checked type refuses.
-    row, pos, valid = _open_ends(state.ends)
+    row, pos, valid = _open_ends(state.ends, static)
     at = (tables.row_offset[row] + pos).clamp(max=len(tables.pos_tok) - 1)  # slots past a row's bits: not valid
     following = tables.pos_tok[at]
     kind = _value_type(tables, state, row)
@@ -60,7 +62,9 @@ def legal(tables: DeviceTables, state: DeviceState) -> tuple[torch.Tensor, torch
     return mask[:, :trash], forced
 
 
-def advance(tables: DeviceTables, state: DeviceState, tokens: torch.Tensor) -> DeviceState:
+def advance(
+    tables: DeviceTables, state: DeviceState, tokens: torch.Tensor, *, static: bool | None = None
+) -> DeviceState:
     """The rows' state after each took its token (a legal one: the caller masked)."""
     rows, width = tables.rows, tables.value_width
     tokens = tokens.long()
@@ -103,7 +107,7 @@ def advance(tables: DeviceTables, state: DeviceState, tokens: torch.Tensor) -> D
     for slot in range(glue_done.shape[1]):
         done = done | glue_done[:, slot]
     # An open value continued: the token occurs at one of its end positions.
-    row, pos, valid = _open_ends(state.ends)
+    row, pos, valid = _open_ends(state.ends, static)
     at = (tables.row_offset[row] + pos).clamp(max=len(tables.pos_tok) - 1)  # slots past a row's bits: not valid
     token = tokens[row]
     step = tables.tok_len[token]
@@ -166,12 +170,13 @@ def _value_type(tables: DeviceTables, state: DeviceState, row: torch.Tensor) -> 
     return torch.where(label >= 0, tables.row_type[row, label.clamp(min=0)], 0)
 
 
-def _open_ends(ends: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(row, local position, valid) of open values' end positions. On the CPU (no device to wait
-    for) the 8-byte words holding a set bit, each as 8 slots; elsewhere a fixed number of slots, one
-    per bit, so that the shape never depends on the data."""
+def _open_ends(ends: torch.Tensor, static: bool | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(row, local position, valid) of open values' end positions. Static (the default off a CPU): a
+    fixed number of slots, one per bit, so that the shape never depends on the data and the host
+    never waits. Otherwise (a CPU, eager: no device to wait for) the 8-byte words holding a set bit,
+    each as 8 slots: far fewer slots to gather over."""
     rows = ends.shape[0]
-    if ends.device.type == "cpu":
+    if not static_path(static, ends):
         words = ends.view(rows, -1, 8)
         at = (words.view(rows, -1, 8).view(torch.int64)[..., 0] != 0).nonzero()
         eight = torch.arange(8)
