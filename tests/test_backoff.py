@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from model.answers.backoff import Backoff, ModelScorer, offered
+from model.answers.backoff import Backoff, ModelScorer, _groups, offered
 from model.answers.checks import unclaimed_entities
 from model.answers.validate import Extraction
 from model.build import build_engine
@@ -40,11 +40,19 @@ def tiny(tiny_model_dir: Path):
 
 def test_scorer_matches_one_forward_per_answer(tiny) -> None:
     model, tokenizer = tiny
+    text = "输入: 接诊医生李秀英为患者王建国看诊，就诊日期2024年5月6日，医院为北京协和医院。\n抽取: "
+    # One document's one-label prompts (sharing the text: one prefix pass, rows of three on its
+    # cache), then prompts that share nothing.
     pairs = [
+        (tokenizer(f"{text}{label}\n输出: [GEN]")["input_ids"], tokenizer(f"{label}: {value}")["input_ids"])
+        for label in ("患者姓名", "主治医师")
+        for value in ("李秀英", "王建国")
+    ] + [
         (tokenizer("输入: 张三在北京工作\n抽取: 姓名\n输出: [GEN]")["input_ids"], tokenizer("姓名: 张三")["input_ids"]),
         (tokenizer("输入: 短\n抽取: 地点\n输出: [GEN]")["input_ids"], tokenizer("地点: 北京市朝阳区")["input_ids"]),
         (tokenizer("输入: 李四\n抽取: 姓名\n输出: [GEN]")["input_ids"], tokenizer("姓名: 李四")["input_ids"]),
     ]
+    assert _groups([context for context, _ in pairs], ModelScorer.MIN_SHARED)[0] == [0, 1, 2, 3]
     batched = ModelScorer(model, int(tokenizer.pad_token_id), rows=3)(pairs)
     for (context, answer), score in zip(pairs, batched, strict=True):
         with torch.inference_mode():
