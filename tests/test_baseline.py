@@ -145,5 +145,5 @@ def test_product_else_lac_fills_only_what_the_first_left_empty() -> None:
 
 def test_eval_reads_every_hand_written_corpus_by_default() -> None:
     names = [p.name for p in hand_written_corpora()]
-    assert {"freeform.jsonl", "layouts.jsonl"} <= set(names)
+    assert {"freeform.jsonl", "layouts.jsonl", "mixed.jsonl"} <= set(names)
     assert not any(n.endswith(".truth.jsonl") for n in names)

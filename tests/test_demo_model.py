@@ -71,7 +71,7 @@ def test_export_ships_the_best_snapshot_with_its_held_out_numbers(tmp_path: Path
     assert {PRODUCT, BASELINE} <= set(systems) and systems[PRODUCT]["documents"] == 3
     assert "seed=2" in manifest["evaluation"]["corpus"]
     # The hand-written corpora are scored beside it, product and both baselines.
-    for corpus in ("freeform", "layouts"):
+    for corpus in ("freeform", "layouts", "mixed"):
         assert set(manifest["evaluation"][corpus]["systems"]) == {PRODUCT, BASELINE, LEXICON}
         assert f"{corpus}.jsonl" in table
     assert (shipped / "EVAL.txt").read_text(encoding="utf-8") == table + "\n"

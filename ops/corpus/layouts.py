@@ -1,15 +1,21 @@
-"""The second hand-written corpus: real-world layouts (ops/corpus/layouts.txt).
+"""The hand-written corpora marked in place: layouts.txt (the second) and mixed.txt (the third).
 
 The first hand-written corpus (freeform.jsonl) is prose, written as plain sentences and annotated
-afterwards with offsets. This one is written in the shapes text takes before anyone tidies it:
-forms and boxed tables, tables flattened to pipes and tabs, chat and group messages, e-mail
-signatures and business cards, English labels, and OCR line breaks inside words and values. Its
-values are chosen by hand (none from the generator's lists) and marked where they stand,
-`{label:value}`, so the truth's offsets hold by construction and a reader sees the truth in place.
+afterwards with offsets. The others are written with their values marked where they stand,
+`{label:value}`, so the truth's offsets hold by construction and a reader sees the truth in place;
+their values are chosen by hand (none from the generator's lists).
 
-`python -m ops.corpus.layouts` writes layouts.jsonl and layouts.truth.jsonl from the source; a
-test checks the files are that output. It is never trained or tuned on: it is scored only at the
-end, beside the free-phrasing corpus.
+- layouts.txt: the shapes text takes before anyone tidies it: forms and boxed tables, tables
+  flattened to pipes and tabs, chat and group messages, e-mail signatures and business cards,
+  English labels, and OCR line breaks inside words and values.
+- mixed.txt: the shapes the first two lack: mixed Chinese-English names and companies, addresses
+  with building and room numbers, several people or companies for one label, dates and amounts
+  written in words, and OCR-broken lines (a value split by a line break, stray spaces, full- and
+  half-width characters mixed).
+
+`python -m ops.corpus.layouts` writes each source's .jsonl and .truth.jsonl beside it; a test checks
+the files are that output. They are never trained or tuned on: they are scored only at the end,
+beside the free-phrasing corpus.
 """
 
 from __future__ import annotations
@@ -20,8 +26,12 @@ from pathlib import Path
 
 from schemas.field_sets import FIELD_SETS
 
-SOURCE = Path(__file__).resolve().parent / "layouts.txt"
+HERE = Path(__file__).resolve().parent
+SOURCE = HERE / "layouts.txt"
 CORPUS = SOURCE.with_suffix(".jsonl")
+MIXED_SOURCE = HERE / "mixed.txt"
+MIXED_CORPUS = MIXED_SOURCE.with_suffix(".jsonl")
+SOURCES = (SOURCE, MIXED_SOURCE)
 HEADER = re.compile(r"^=== (\S+) (\S+)$", re.MULTILINE)
 MARK = re.compile(r"\{([^{}:]+):([^{}]+)\}")
 
@@ -47,10 +57,10 @@ def parse(source: str) -> list[tuple[str, str, str, dict[str, list[dict]]]]:
     return documents
 
 
-def lines() -> tuple[list[str], list[str]]:
+def lines(source: Path = SOURCE) -> tuple[list[str], list[str]]:
     """The corpus file's lines and its truth sidecar's, as `seqstream-ops corpus generate` writes them."""
     raw, truth = [], []
-    for doc_id, kind, text, spans in parse(SOURCE.read_text(encoding="utf-8")):
+    for doc_id, kind, text, spans in parse(source.read_text(encoding="utf-8")):
         raw.append(json.dumps({"doc_id": doc_id, "text": text, "field_set": kind}, ensure_ascii=False))
         truth.append(json.dumps({"doc_id": doc_id, "kind": kind, "ground_truth": spans}, ensure_ascii=False))
     return raw, truth
@@ -59,10 +69,12 @@ def lines() -> tuple[list[str], list[str]]:
 def main() -> None:
     from ops.corpus.generate import truth_path
 
-    raw, truth = lines()
-    CORPUS.write_text("\n".join(raw) + "\n", encoding="utf-8")
-    truth_path(CORPUS).write_text("\n".join(truth) + "\n", encoding="utf-8")
-    print(f"wrote {len(raw)} documents to {CORPUS} and their truth to {truth_path(CORPUS)}")
+    for source in SOURCES:
+        raw, truth = lines(source)
+        corpus = source.with_suffix(".jsonl")
+        corpus.write_text("\n".join(raw) + "\n", encoding="utf-8")
+        truth_path(corpus).write_text("\n".join(truth) + "\n", encoding="utf-8")
+        print(f"wrote {len(raw)} documents to {corpus} and their truth to {truth_path(corpus)}")
 
 
 if __name__ == "__main__":

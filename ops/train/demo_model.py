@@ -48,6 +48,15 @@ EVAL_SEED = 2
 FREEFORM_CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "freeform.jsonl"
 # Hand-written documents in real-world layouts (ops/corpus/layouts.txt): the same, by another method.
 LAYOUTS_CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "layouts.jsonl"
+# Hand-written documents in the shapes the first two lack (ops/corpus/mixed.txt): mixed Chinese-English
+# names, addresses with building numbers, lists for one label, dates and amounts in words, OCR breaks.
+MIXED_CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "mixed.jsonl"
+# (key in the manifest, file, title in EVAL.txt): scored beside every export, never used to choose.
+HAND_WRITTEN_CORPORA = (
+    ("freeform", FREEFORM_CORPUS, "hand-written free phrasing"),
+    ("layouts", LAYOUTS_CORPUS, "hand-written real-world layouts"),
+    ("mixed", MIXED_CORPUS, "hand-written mixed-script names, addresses, words and OCR breaks"),
+)
 # The prompt must fit the engine's default input window (1,024 tokens, one per character here):
 # longer training documents would be cut and teach answers that are not in the text.
 MAX_TRAIN_CHARS = 900
@@ -365,10 +374,7 @@ def export_best(
     command = f"$ seqstream-ops demo-model export --documents {documents} --candidates {candidates}"
     text = f"{command}   # {best.name}; {table['corpus']}\n\n{format_table(reports)}"
     # The hand-written corpora are scored, never used to choose: they stay tests of generalisation.
-    for key, corpus_file, title in (
-        ("freeform", FREEFORM_CORPUS, "hand-written free phrasing"),
-        ("layouts", LAYOUTS_CORPUS, "hand-written real-world layouts"),
-    ):
+    for key, corpus_file, title in HAND_WRITTEN_CORPORA:
         hand_docs, hand_truth, hand_kinds = read_corpus(corpus_file)
         hand = {
             name: evaluate(engines[name], hand_docs, hand_truth, batch_size, hand_kinds)
