@@ -58,7 +58,7 @@ def test_the_shapes_the_first_two_corpora_lack_are_each_in_it_several_times() ->
 
 
 def test_eval_and_the_demo_model_export_score_it() -> None:
-    assert MIXED_CORPUS in hand_written_corpora()
+    assert MIXED_CORPUS in [path.resolve() for path in hand_written_corpora()]
     assert MIXED_CORPUS in [path for _, path, _ in HAND_WRITTEN_CORPORA]
 
 
