@@ -287,7 +287,7 @@ def demo_model_build(
 )
 def demo_model_export(train_dir: Path | None, documents: int, candidates: int, destination: Path | None) -> None:
     """Evaluate the latest snapshots on a held-out corpus and ship the best to model/demo/ (or --to),
-    with the table of the hand-written free-phrasing corpus (ops/corpus/freeform.jsonl) beside it."""
+    with the tables of the hand-written corpora (freeform, layouts and mixed, in ops/corpus/) beside it."""
     from ops.train.demo_model import DEMO_DIR, TRAIN_DIR, export_best
 
     shipped, table = export_best(
