@@ -1,7 +1,8 @@
 """What the pipeline asks of an extraction engine, and the extraction flow as plain functions:
 prepare (prompts and grammars) -> generate (the runner) -> revisit (re-decode failing values) ->
 interpret. Runners differ only in how they generate (model/runner/protocol.py); `Extractor` strings
-the functions together over one runner.
+the functions together over one runner, as two calls: `prepare` (host work, no model) and `run`
+(the decode loop and what follows), so a caller can prepare batch t+1 while batch t decodes.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from model.answers.checks import word_edges
 from model.answers.prompt import EncodedDocument, encode_prompts
@@ -36,6 +37,15 @@ class Engine(Protocol):
     def extract(self, docs: Sequence[Document]) -> BatchResult:
         """One `Extraction` per document, in order. May raise; the caller isolates the culprit."""
         ...
+
+
+@runtime_checkable
+class PreparingEngine(Engine, Protocol):
+    """An engine whose host preparation is a separate call: `extract(d) == run(prepare(d))`."""
+
+    def prepare(self, docs: Sequence[Document]) -> PreparedBatch: ...
+
+    def run(self, batch: PreparedBatch) -> BatchResult: ...
 
 
 @dataclass
@@ -84,6 +94,15 @@ def generate(runner: Runner, prepared: Sequence[Prepared]) -> tuple[list[list[Ge
     return per_doc, generated
 
 
+@dataclass
+class PreparedBatch:
+    """A batch's documents with their prompts and grammars; what `prepare` hands to `run`."""
+
+    docs: Sequence[Document]
+    prepared: list[Prepared]
+    tokenize_ms: float
+
+
 class Extractor:
     """An `Engine` over one runner: the flow's functions in order, each stage timed where it runs."""
 
@@ -94,9 +113,16 @@ class Extractor:
         self.detokenize = Detokenizer(runner.tokenizer, runner.constrainer.tokens)
 
     def extract(self, docs: Sequence[Document]) -> BatchResult:
+        return self.run(self.prepare(docs))
+
+    def prepare(self, docs: Sequence[Document]) -> PreparedBatch:
+        """Host work only (tokenising, grammar tables): safe on another thread while `run` decodes."""
         started = time.perf_counter()
         prepared = prepare(self.runner, docs)
-        tokenize_ms = ms_since(started)
+        return PreparedBatch(docs, prepared, ms_since(started))
+
+    def run(self, batch: PreparedBatch) -> BatchResult:
+        docs, prepared = batch.docs, batch.prepared
         generations, first = generate(self.runner, prepared)
         redecodes: list[Generated] = []
 
@@ -128,7 +154,7 @@ class Extractor:
         # The validation loop is decoding too: its wall time, re-decodes included, counts as decode.
         redecode_prefill_ms = sum(r.prefill_ms for r in redecodes)
         timings = Timings(
-            tokenize_ms=tokenize_ms,
+            tokenize_ms=batch.tokenize_ms,
             prefill_ms=spent.prefill_ms,
             decode_ms=first.decode_ms + revisit_ms - redecode_prefill_ms,
             constrain_ms=spent.constrain_ms,

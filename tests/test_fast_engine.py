@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from concurrent.futures import ThreadPoolExecutor
 
 import msgspec
 import pytest
@@ -12,7 +13,7 @@ from transformers.models.bloom.modeling_bloom import build_alibi_tensor
 
 from model.answers.prompt import encode_prompts
 from model.config import EngineSettings
-from model.engine import Extractor
+from model.engine import Extractor, PreparingEngine
 from model.runner.attention import alibi_slopes, available_backends
 from model.runner.fast import DocPrompts, FastRunner, shared_prefix
 from model.runner.loading import load_model
@@ -164,6 +165,28 @@ def test_output_does_not_depend_on_batch_mates(peaky_model) -> None:
         together = encoded(batch)
         for doc_id, record in alone.items():
             assert together[doc_id] == record, doc_id
+
+
+def test_preparing_the_next_batch_while_one_runs_changes_no_output(peaky_model) -> None:
+    """`run(prepare(d)) == extract(d)`, with batch t+1 prepared on another thread while batch t runs."""
+    loaded, settings = peaky_model
+    engine = Extractor(FastRunner(loaded, settings))
+    assert isinstance(engine, PreparingEngine)
+    batches = [many_labels_documents(8, seed=s) for s in (20, 21, 22)]
+
+    def encoded(result) -> list[bytes]:
+        return [msgspec.json.encode(dataclasses.asdict(e)) for e in result.extractions]
+
+    serial = [encoded(engine.extract(b)) for b in batches]
+    with ThreadPoolExecutor(max_workers=1) as ahead:
+        pending = ahead.submit(engine.prepare, batches[0])
+        overlapped = []
+        for following in [*batches[1:], None]:
+            prepared = pending.result()
+            if following is not None:
+                pending = ahead.submit(engine.prepare, following)
+            overlapped.append(encoded(engine.run(prepared)))
+    assert overlapped == serial
 
 
 def test_compiled_decode_step_matches_eager(peaky_model) -> None:
