@@ -214,3 +214,31 @@ def test_a_fatal_transaction_error_writes_the_kept_results_again_without_the_mod
     accounting.assert_complete()
     assert accounting.duplicated == 0
     assert seen_by_model == len(ids), f"{seen_by_model} documents through the model for {len(ids)}"
+
+
+STUCK_CALL_WORKER = [sys.executable, "-m", "tests.stuck_call_worker", "worker"]
+
+
+@pytest.mark.timeout(600)
+def test_a_hung_transactional_call_is_given_up_at_its_deadline_and_the_results_written_again(exactly_once) -> None:
+    settings, slow_worker, committed, _ = exactly_once
+    t = settings.topics
+    worker = WorkerProcess(slow_worker.env, slow_worker.log_path.with_name("stuck.log"), STUCK_CALL_WORKER)
+    messages, ids = sample_messages(120, seed=67)
+    try:
+        worker.start()
+        worker.wait_for_log(READY, timeout_s=300)
+        produce_lines(settings, t.raw, messages)
+        out = committed.read_until(lambda o: ids <= set(o.doc_ids(t.fields, t.review, t.dead_letter)), 600, worker)
+        out = committed.drain()
+    finally:
+        worker.stop()
+    log = worker.log_path.read_text(errors="replace")
+    seen_by_model = sum(int(n) for n in re.findall(r"model saw (\d+) documents", log))
+    assert "send_offsets_to_transaction hangs now" in log
+    given_up = "send_offsets_to_transaction did not return in" in log
+    assert given_up and "writes the batch's results again" in log, log[-3000:]
+    accounting = Accounting.of(ids, out.results(settings))
+    accounting.assert_complete()
+    assert accounting.duplicated == 0
+    assert seen_by_model == len(ids), f"{seen_by_model} documents through the model for {len(ids)}"

@@ -28,8 +28,9 @@ from streams.flow.driver import BatchDriver
 from streams.flow.pipeline import Pipeline
 from streams.flow.routing import Outgoing
 from streams.kafka.backoff import Backoff
-from streams.kafka.checkpoint import Checkpoint, next_offsets
+from streams.kafka.checkpoint import Checkpoint, first_offsets, next_offsets
 from streams.kafka.clients import client_config, fatal_error, polled_messages
+from streams.kafka.deadline import GRACE_S, Stuck, call_timeout_s, within
 from streams.kafka.inbound import Inbound
 from streams.kafka.membership import membership
 from streams.observe.http import worker_server
@@ -37,11 +38,6 @@ from streams.settings import Settings, transactional_id
 
 log = logging.getLogger(__name__)
 
-# Librdkafka's own limit on one blocking transactional call; a broker that is away longer makes the
-# call fail retriably and the loop try again.
-CALL_TIMEOUT_S = 30.0
-# Beyond CALL_TIMEOUT_S, a call that has not returned is not going to.
-STUCK_AFTER_S = CALL_TIMEOUT_S + 10.0
 # The longest pause between two tries of a failing transaction or transactional call.
 RETRY_PAUSE_MAX_S = 5.0
 # New producers tried for one batch's kept results before the batch is consumed again instead.
@@ -62,6 +58,8 @@ class TransactionalWorker:
     def __init__(self, settings: Settings, pipeline: Pipeline) -> None:
         self.settings = settings
         self.pipeline = pipeline
+        # Every transactional call waits at most this long (librdkafka's timeout, then the deadline).
+        self.call_timeout_s = call_timeout_s(settings.kafka)
         # Static membership: restarted, it takes its partitions back at once (streams/kafka/membership.py).
         self.membership = membership(settings.kafka.group_instance_id, settings.worker.app_id)
         self.consumer = self._new_consumer()
@@ -107,7 +105,11 @@ class TransactionalWorker:
                 "linger.ms": 5,
             }
         )
-        self._retrying("init_transactions", lambda: producer.init_transactions(CALL_TIMEOUT_S))
+        try:
+            self._retrying("init_transactions", lambda: producer.init_transactions(self.call_timeout_s))
+        except Stuck as exc:
+            log.warning("%s; a new producer tries again", exc)
+            return self._new_producer()
         return producer
 
     def run(self, stop: threading.Event) -> None:
@@ -127,7 +129,7 @@ class TransactionalWorker:
             if server is not None:
                 server.stop()
             self.consumer.close()
-            self.producer.flush(CALL_TIMEOUT_S)
+            self.producer.flush(self.call_timeout_s)
             self.membership.release()
 
     def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -179,40 +181,66 @@ class TransactionalWorker:
         """One transaction for the batch's records and offsets: committed, aborted and rewound (to be
         consumed again), or failed fatally with a new producer ready for the same results."""
         try:
-            self.producer.begin_transaction()
+            self._call("begin_transaction", self.producer.begin_transaction)
             for o in outgoing:
                 self._produce(o)
             offsets, group = next_offsets(batch), self.consumer.consumer_group_metadata()
-            if not _within(
-                STUCK_AFTER_S, lambda: self.producer.send_offsets_to_transaction(offsets, group, CALL_TIMEOUT_S)
-            ):
-                # librdkafka can hang here past its own timeout once the group coordinator was away
-                # (confluentinc/librdkafka#5456, #5511: seen on every broker restart of our tests).
-                # Abandon that producer: a new one fences it and aborts its transaction.
-                log.error("send_offsets_to_transaction stuck for %.0f s; replacing the producer", STUCK_AFTER_S)
-                self.producer = self._new_producer()
-                self.checkpoint.rewind(batch)
-                return Outcome.REWOUND
-            self._retrying("commit_transaction", lambda: self.producer.commit_transaction(CALL_TIMEOUT_S))
-            self.backoff.reset()
-            return Outcome.COMMITTED
+            t = self.call_timeout_s
+            self._call(
+                "send_offsets_to_transaction", lambda: self.producer.send_offsets_to_transaction(offsets, group, t)
+            )
+        except Stuck as exc:
+            # The coordinator is gone and librdkafka waits past its own timeout (the 75 s stall this
+            # replaced): abandon that producer at once; a new one fences it and aborts its transaction.
+            return self._start_over(batch, str(exc))
         except KafkaException as exc:
-            error = exc.args[0]
-            if error.fatal():
-                return self._start_over(batch, error)
-            delay = self.backoff.next()
-            log.warning("transaction aborted (%s); the batch will be consumed again in %.1f s", error.str(), delay)
-            try:
-                self._retrying("abort_transaction", lambda: self.producer.abort_transaction(CALL_TIMEOUT_S))
-            except KafkaException as abort_exc:
-                if not abort_exc.args[0].fatal():
-                    raise
-                return self._start_over(batch, abort_exc.args[0])
-            self.checkpoint.rewind(batch)
-            time.sleep(delay)
+            return self._abort(batch, exc.args[0])
+        try:
+            self._retrying("commit_transaction", lambda: self.producer.commit_transaction(self.call_timeout_s))
+        except Stuck as exc:
+            # Committed or not is unknown; a new producer's init_transactions settles it (the
+            # coordinator completes or aborts it first), then the group's committed offsets say.
+            log.warning("%s; a new producer settles the transaction, the batch resumes from the committed offsets", exc)
+            self.producer = self._new_producer()
+            self._seek_committed(batch)
             return Outcome.REWOUND
+        except KafkaException as exc:
+            return self._abort(batch, exc.args[0])
+        self.backoff.reset()
+        return Outcome.COMMITTED
 
-    def _start_over(self, batch: list[Inbound], error: KafkaError) -> Outcome:
+    def _abort(self, batch: list[Inbound], error: KafkaError) -> Outcome:
+        """After a failed transactional call: aborted and rewound, or a new producer (`_start_over`)."""
+        if error.fatal():
+            return self._start_over(batch, error.str())
+        try:
+            # Once: a retriable failure here (TIMED_OUT) means the coordinator is gone, and another
+            # try on this producer is what hung for 75 s after an outage (its state is unknown).
+            self._call("abort_transaction", lambda: self.producer.abort_transaction(self.call_timeout_s))
+        except (KafkaException, Stuck) as exc:
+            reason = exc.args[0].str() if isinstance(exc, KafkaException) else str(exc)
+            return self._start_over(batch, f"{error.str()}, then abort_transaction: {reason}")
+        delay = self.backoff.next()
+        log.warning("transaction aborted (%s); the batch will be consumed again in %.1f s", error.str(), delay)
+        self.checkpoint.rewind(batch)
+        time.sleep(delay)
+        return Outcome.REWOUND
+
+    def _seek_committed(self, batch: list[Inbound]) -> None:
+        """Position the batch's partitions at the group's committed offsets (the transaction's
+        outcome, once settled): after a commit that may or may not have happened."""
+        while True:
+            try:
+                committed = self.consumer.committed(first_offsets(batch), timeout=self.call_timeout_s)
+                break
+            except KafkaException as exc:
+                log.warning("committed offsets: %s; trying again", exc.args[0].str())
+                time.sleep(self.backoff.next())
+        self.checkpoint.rewind(batch)  # none committed yet on a partition: the batch's start is its start
+        for tp in (tp for tp in committed if tp.offset >= 0 and self.checkpoint.holds(tp)):
+            self.consumer.seek(tp)
+
+    def _start_over(self, batch: list[Inbound], error: KafkaError | str) -> Outcome:
         """After a fatal transactional error: a new producer under the same id, and the batch's
         results written again with it (WRITE_AGAIN), or the batch consumed again (REWOUND) where a
         partition of it was revoked meanwhile (its new owner starts from the committed offset).
@@ -224,13 +252,13 @@ class TransactionalWorker:
         the model's reload for the same result. Fenced by a newer worker with this id, though,
         this one is the zombie: it exits (the supervisor decides whether it comes back).
         """
-        if error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED):
+        if isinstance(error, KafkaError) and error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED):
             raise KafkaException(error)
         delay = self.backoff.next()
         keep = {(i.topic, i.partition) for i in batch} <= self.checkpoint.assigned
         log.warning(
             "transaction failed (%s); a new producer writes the batch's %s again in %.1f s",
-            error.str(),
+            error if isinstance(error, str) else error.str(),
             "results" if keep else "documents (a partition was revoked: consumed and extracted)",
             delay,
         )
@@ -249,12 +277,16 @@ class TransactionalWorker:
             except BufferError:  # the local queue is full: let deliveries drain first
                 self.producer.poll(0.1)
 
+    def _call(self, what: str, call: Callable[[], None]) -> None:
+        within(self.call_timeout_s + GRACE_S, what, call)
+
     def _retrying(self, what: str, call: Callable[[], None]) -> None:
-        """A transactional call, again while it fails retriably (the broker is away for a while)."""
+        """A transactional call, again while it fails retriably (the broker is away for a while);
+        Stuck where one try outlives its deadline."""
         backoff = Backoff(max_s=RETRY_PAUSE_MAX_S)
         while True:
             try:
-                call()
+                self._call(what, call)
                 return
             except KafkaException as exc:
                 if not exc.args[0].retriable():
@@ -262,27 +294,6 @@ class TransactionalWorker:
                 delay = backoff.next()
                 log.warning("%s: %s; trying again in %.1f s", what, exc.args[0].str(), delay)
                 time.sleep(delay)
-
-
-def _within(seconds: float, call: Callable[[], None]) -> bool:
-    """Run `call` on a thread of its own; False if it has not returned after `seconds` (it is left
-    running). Its exception, if it raised in time, is raised here."""
-    failure: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            call()
-        except BaseException as exc:
-            failure.append(exc)
-
-    thread = threading.Thread(target=run, name="transactional-call", daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        return False
-    if failure:
-        raise failure[0]
-    return True
 
 
 def _warn(error: KafkaError) -> None:
