@@ -425,3 +425,57 @@ def test_a_transaction_at_the_batch_bounds_commits_well_inside_the_timeout(run) 
     # Over the 100,000-character limit, each is `too_long` before its marker label is looked at;
     # either way its dead letter carries the original bytes, which is what makes the batch heavy.
     assert {d["error_code"] for d in out.records[t.dead_letter]} == {"too_long"}
+
+
+@pytest.mark.timeout(600)
+def test_two_brokers_down_45_s_both_exactly_once_workers_resume_within_10_s_of_their_return(run) -> None:
+    r = run(worker__delivery="exactly_once")
+    t = r.settings.topics
+    messages, ids = sample_messages(600, seed=87)
+    answered = r.answered()
+    done = BATCH_DONE["exactly_once"]
+    workers = [r.worker(f"w{i}", SEQSTREAM_WORKER__TRANSACTIONAL_ID=f"cluster-outage-{i}") for i in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.wait_for_log(EOS_READY, timeout_s=300)
+    produce_lines(r.settings, t.raw, messages)
+    r.reader.read_until(lambda o: answered(o) >= 150, timeout_s=300, worker=workers[0])
+    errors_before = [_error_lines(w) for w in workers]
+    down = sorted(r.cluster.brokers)[:2]
+    for node_id in down:
+        r.cluster.kill_broker(node_id)
+    time.sleep(45)
+    batches_before_return = [w.log_count(done) for w in workers]
+    r.cluster.start_brokers(down)
+    returned = time.monotonic()
+    resumed_after = []
+    for w, batches in zip(workers, batches_before_return, strict=True):
+        w.wait_for_log(done, count=batches + 1, timeout_s=300)
+        resumed_after.append(round(time.monotonic() - returned, 1))
+    outage_errors = [_error_lines(w) - before for w, before in zip(workers, errors_before, strict=True)]
+    out = r.reader.read_until(lambda o: ids <= set(o.doc_ids(t.fields, t.review, t.dead_letter)), 600, workers[0])
+    out = r.reader.drain()
+    accounting = Accounting.of(ids, out.results(r.settings))
+    report(
+        "cluster-two-down-45s-exactly-once",
+        sent=accounting.sent,
+        received=accounting.received,
+        duplicated=accounting.duplicated,
+        lost=len(accounting.lost),
+        brokers_down=down,
+        return_to_next_batch_s=resumed_after,
+        outage_error_lines=outage_errors,
+    )
+    # Both workers had documents left when the brokers went (600 over 6 partitions, 150 answered).
+    assert all(s <= 10 for s in resumed_after), f"a worker resumed {resumed_after} s after the brokers' return"
+    assert all(e <= 10 for e in outage_errors), f"ERROR lines per worker during the outage: {outage_errors}"
+    for w in workers:
+        w.assert_alive()
+        assert w.starts == 1
+    accounting.assert_complete()
+    assert accounting.duplicated == 0
+
+
+def _error_lines(worker: WorkerProcess) -> int:
+    return worker.log_count("[ERROR]") + worker.log_count(" ERROR ")

@@ -161,7 +161,11 @@ class KafkaCluster:
 
     def start_broker(self, node_id: int, timeout: float = 120) -> None:
         """Bring a stopped or killed broker back under its id; returns once the controller has it again."""
-        self._start_brokers({node_id: self.brokers[node_id]}, time.monotonic() + timeout)
+        self.start_brokers([node_id], timeout)
+
+    def start_brokers(self, node_ids: list[int], timeout: float = 120) -> None:
+        """Bring stopped or killed brokers back together (their JVMs start side by side)."""
+        self._start_brokers({n: self.brokers[n] for n in node_ids}, time.monotonic() + timeout)
         self.wait_for_brokers(len(self.running()), timeout)
 
     def wait_for_brokers(self, count: int, timeout: float = 60) -> None:
