@@ -9,6 +9,8 @@ from __future__ import annotations
 import random
 
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -16,6 +18,8 @@ from model.grammar.state import DeviceState
 from model.grammar.step import advance, legal
 from model.grammar.tables import DeviceTables
 from model.signals import signal_tensors
+from tests.test_constraints import LABELS as GRAMMAR_LABELS
+from tests.test_constraints import TEXTS
 from tests.test_device_grammar import EXTRA_COLUMNS, batch_rows, constrainer  # noqa: F401 (a fixture)
 
 TOP_K = 3
@@ -121,3 +125,47 @@ def test_the_watch_catches_the_eager_cpu_path(constrainer) -> None:  # noqa: F81
         assert "host read" in str(error)
     else:
         raise AssertionError("the eager CPU path's nonzero went unseen")
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    texts=st.lists(TEXTS, min_size=1, max_size=2),
+    labels=GRAMMAR_LABELS,
+    typed=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_an_illegal_token_leaves_a_row_nothing_but_the_end(constrainer, texts, labels, typed, seed) -> None:  # noqa: F811
+    """`advance` accepts exactly what `legal` allows. Walks through legal tokens never ask what an
+    illegal one does, so an off-by-one between the two (a value let run one byte past its reach)
+    went unseen: here, at every step, each row also takes a near miss (a token occurring in the
+    source where its open value may end, or one legal elsewhere), after which it may only end."""
+    rng = random.Random(seed)
+    rows, n = batch_rows(constrainer, texts, labels, typed, 1)
+    grammar = constrainer.device_grammar(rows, (), n, constrainer.vocab.size + EXTRA_COLUMNS)
+    tables, state = grammar.tables, grammar.start()
+    eos, probed = tables.eos_id, 0
+    near: set[int] = set()
+    for _ in range(24):
+        allowed, _ = grammar.legal(state)
+        near |= set(allowed.nonzero()[:, 1].tolist())
+        live = (~state.ended & ~tables.free).tolist()
+        probes, chosen = [], []
+        for r in range(n):
+            mine = set(allowed[r].nonzero().flatten().tolist())
+            # Nearest misses first: tokens whose bytes occur where the row's open value may end, refused
+            # (a type, a word edge, the value's reach); else a token legal elsewhere.
+            at = (tables.row_offset[r] + state.ends[r, : tables.value_width].nonzero().flatten()).clamp(
+                max=len(tables.pos_tok) - 1
+            )
+            misses = sorted(set(tables.pos_tok[at].flatten().tolist()) - mine - {eos, tables.trash})
+            misses = misses or sorted(near - mine - {eos})
+            probes.append(rng.choice(misses) if misses and live[r] else eos)
+            others = sorted(mine - {eos})
+            chosen.append(rng.choice(others if others and rng.random() < 0.95 else sorted(mine)))
+        after, _ = grammar.legal(grammar.advance(state, torch.tensor(probes)))
+        for r in range(n):
+            if live[r] and probes[r] != eos:
+                probed += 1
+                assert after[r].nonzero().flatten().tolist() in ([], [eos]), (r, probes[r])
+        state = grammar.advance(state, torch.tensor(chosen))
+    assert probed > 0
