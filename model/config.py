@@ -32,7 +32,7 @@ class EngineSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     confidence_threshold: float = 0.85
     entropy_threshold: float = 2.5
     top_alternatives: int = 5
-    # Decode only answers the parser reads, with values copied from the source (model/grammar/mask.py).
+    # Decode only answers the parser reads, with values copied from the source (model/grammar/).
     constrained: bool = True
     # The blocks' weights in int8 (LLM.int8) or 4-bit NF4 through bitsandbytes (model/runner/quantize.py):
     # CUDA and the fast engine only, bitsandbytes from the `gpu` extra.

@@ -17,7 +17,7 @@ from model.answers.prompt import EncodedDocument, encode_prompts
 from model.answers.retry import revisit
 from model.answers.validate import Detokenizer, Extraction, interpret
 from model.clock import ms_since
-from model.grammar.mask import RowGrammar
+from model.grammar.protocol import GrammarBuilder, Row
 from model.runner.protocol import Generated, Passes, Request, Runner
 from model.signals import Generation
 from schemas.messages import Document, ModelInfo, Timings
@@ -53,9 +53,9 @@ class Prepared:
     """A document's prompts and, when its decoding is constrained, one grammar per prompt."""
 
     encoded: EncodedDocument
-    grammars: list[RowGrammar] | None
+    grammars: list[Row] | None
 
-    def grammar(self, chunk: int) -> RowGrammar | None:
+    def grammar(self, chunk: int) -> Row | None:
         return self.grammars[chunk] if self.grammars else None
 
 
@@ -70,7 +70,9 @@ def prepare(runner: Runner, docs: Sequence[Document]) -> list[Prepared]:
     return prepared
 
 
-def document_grammars(constrainer, doc: Document, text: str, chunks: Sequence[tuple[str, ...]], constrained: bool):
+def document_grammars(
+    constrainer: GrammarBuilder, doc: Document, text: str, chunks: Sequence[tuple[str, ...]], constrained: bool
+) -> list[Row] | None:
     """One grammar per prompt of `doc` (its source `text`, as the prompts carry it), or None where its
     decoding is free: the constraint is off, or the task is classification, whose answer is not
     copied from the text. Name-like labels' values start and end on the text's word edges."""

@@ -1,4 +1,4 @@
-"""Constrained greedy decoding (model/grammar/mask.py): every answer parses, asks only for requested
+"""Constrained greedy decoding (model/grammar/): every answer parses, asks only for requested
 labels and copies every value from the source, on random tiny BLOOMs and random texts."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from model.answers.prompt import encode_prompts
 from model.answers.validate import Extraction
 from model.config import EngineSettings
 from model.engine import Extractor
-from model.grammar.mask import Constrainer
+from model.grammar.constrainer import Constrainer
 from model.grammar.source import prepare_source
 from model.grammar.source import reach as typed_reach
 from model.grammar.token_bytes import TokenBytes
@@ -156,13 +156,14 @@ def test_end_of_sequence_waits_for_every_label(random_model) -> None:
     tokenizer = loaded.tokenizer
     constrainer = Constrainer(TokenBytes.from_tokenizer(tokenizer), tokenizer.eos_token_id, torch.device("cpu"))
     [row] = constrainer.rows("甲方：王伟，乙方：李娜。", [("甲方", "乙方")])
-    batch = constrainer.batch([row])
+    grammar = constrainer.host_grammar([row], [], 1, len(tokenizer))
+    state = grammar.start()
     for token in tokenizer("甲方: 王伟\n乙方: None", add_special_tokens=False)["input_ids"]:
-        legal, _ = batch.legal(torch.zeros(1, len(tokenizer)))
+        legal, _ = grammar.legal(state)
         assert legal[0, token], tokenizer.decode([token])
         assert not legal[0, tokenizer.eos_token_id]
-        batch.advance(torch.tensor([token]))
-    legal, _ = batch.legal(torch.zeros(1, len(tokenizer)))
+        state = grammar.advance(state, torch.tensor([token]))
+    legal, _ = grammar.legal(state)
     assert legal[0, tokenizer.eos_token_id]
 
 

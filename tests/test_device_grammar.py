@@ -1,5 +1,5 @@
 """The device grammar (model/grammar/device.py: tables, state and step as tensors) allows exactly the
-array grammar's tokens (model/grammar/mask.py on the host, its oracle) and flags the same steps as
+array grammar's tokens (model/grammar/host.py on the host) and flags the same steps as
 forced, at every step of random walks through legal tokens: several documents and label chunks per
 batch, padding rows, typed values, re-decodes' fed prefixes and window-like fragments of texts."""
 
@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from model.answers.checks import boundary_problem, word_edges
-from model.grammar.mask import Constrainer, HostGrammar
+from model.grammar.constrainer import Constrainer
 from model.grammar.token_bytes import TokenBytes
 from ops.demo.samples import sample_documents
 from ops.train.tiny import build_tiny_bloom
@@ -51,7 +51,7 @@ def walk(constrainer: Constrainer, rows, n: int, prefixes, rng: random.Random) -
     """Both grammars stepped together through random legal tokens; returns the tokens taken."""
     width = constrainer.vocab.size + EXTRA_COLUMNS
     device = constrainer.device_grammar(rows, prefixes, n, width)
-    host = HostGrammar(constrainer.batch(rows, prefixes), n, width)
+    host = constrainer.host_grammar(rows, prefixes, n, width)
     d_state, h_state = device.start(), host.start()
     taken: list[list[int]] = [[] for _ in range(n)]
     for step in range(STEPS):
@@ -120,7 +120,7 @@ class HostConstrainer(Constrainer):
     """The engine's constrainer with the host grammar (the oracle) in the decode loop."""
 
     def grammar(self, rows, prefixes, batch_rows, width):
-        return HostGrammar(self.batch(rows, prefixes), batch_rows, width)
+        return self.host_grammar(rows, prefixes, batch_rows, width)
 
 
 class DeviceConstrainer(Constrainer):

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from model.config import EngineSettings
 from model.engine import Extractor
+from model.grammar.constrainer import Constrainer
 from model.grammar.device import DeviceGrammar
-from model.grammar.mask import Constrainer
 from model.runner.fast import FastRunner
 from model.runner.loading import load_model
 from ops.demo.samples import sample_documents

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from model.answers.parse import read_extraction
 from model.answers.validate import Decode, cut_off, detokenize, piece_steps, step_margin, value_problem
-from model.grammar.mask import RowGrammar
+from model.grammar.protocol import Row
 from model.grammar.token_bytes import VALUE_BREAKS
 from model.runner.protocol import Request
 from model.signals import Generation
@@ -33,7 +33,7 @@ LOCAL_VALUE_TOKENS = 32
 # The runner's generations for re-decode requests, in their order.
 Redecode = Callable[[list[Request]], list[Generation]]
 # A fresh grammar state for (document, chunk), or None where decoding is not constrained.
-RowFor = Callable[[int, int], RowGrammar | None]
+RowFor = Callable[[int, int], Row | None]
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """A batch's grammar tables on the host: every row's document, chunk and checked types laid out in
 flat numpy arrays (built once per batch, then only read), from which both the host grammar
-(model/grammar/mask.py, the oracle) and the device grammar (model/grammar/tables.py) step.
+(model/grammar/host.py) and the device grammar (model/grammar/tables.py) step.
 
 The documents of a batch share one position space (each document's bytes, then one slot for its
 end), so that every per-position table is one array.

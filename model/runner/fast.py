@@ -16,12 +16,13 @@ from torch import nn
 
 from model.clock import ms_since
 from model.config import EngineSettings, decode_settings
-from model.grammar.mask import RowGrammar
+from model.grammar.constrainer import new_constrainer
+from model.grammar.protocol import Row
 from model.runner.attention import make_attention, pick_backend
 from model.runner.bloom import MIN_GEMM_ROWS, Bloom
 from model.runner.generate import Decoding, decode_n_tokens, make_decode_one_token, prefill
 from model.runner.loading import LoadedModel
-from model.runner.protocol import Generated, Passes, Request, new_constrainer
+from model.runner.protocol import Generated, Passes, Request
 from model.runner.quantize import check_quantize, quantize_linears
 from model.signals import Generation, collect_generations, cut, signal_tensors
 from schemas.messages import ModelInfo
@@ -37,7 +38,7 @@ class DocPrompts:
     prompts: list[list[int]]
     shared: int  # tokens at the start of every prompt computed once for all of them
     # One per prompt when decoding is constrained; empty leaves the document's rows free.
-    constraints: list[RowGrammar] = field(default_factory=list)
+    constraints: list[Row] = field(default_factory=list)
     # Per prompt, the tokens its grammar has already been fed (a re-decode's kept prefix).
     fed: list[list[int]] = field(default_factory=list)
 

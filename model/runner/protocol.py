@@ -13,12 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import torch
 from transformers import PreTrainedTokenizerBase
 
 from model.config import EngineSettings
-from model.grammar.mask import Constrainer, RowGrammar
-from model.grammar.token_bytes import TokenBytes
+from model.grammar.protocol import GrammarBuilder, Row
 from model.signals import Generation
 from schemas.messages import ModelInfo
 
@@ -30,7 +28,7 @@ class Request:
     may share their prompts' common prefix in the model's cache."""
 
     prompt: list[int]
-    grammar: RowGrammar | None = None
+    grammar: Row | None = None
     prefix: list[int] = field(default_factory=list)
     max_new_tokens: int | None = None  # None: the settings' limit
     doc: int = 0
@@ -73,17 +71,13 @@ class Runner(Protocol):
     """A loaded model that decodes greedily (model/runner/fast.py, model/runner/reference.py).
 
     `constrainer` builds the grammars that requests carry; the flow (model/engine.py) prepares them
-    with the runner's own, so that one swapped in (an oracle, a checking one) serves both sides.
+    with the runner's own, so that one swapped in (an oracle, a checking one) serves both sides. A
+    runner knows it only through its protocol (model/grammar/protocol.py).
     """
 
     info: ModelInfo
     settings: EngineSettings
     tokenizer: PreTrainedTokenizerBase
-    constrainer: Constrainer
+    constrainer: GrammarBuilder
 
     def generate(self, requests: Sequence[Request]) -> Generated: ...
-
-
-def new_constrainer(tokenizer: PreTrainedTokenizerBase, device: torch.device) -> Constrainer:
-    """A runner's grammar builder over its tokenizer's vocabulary, its tables on the runner's device."""
-    return Constrainer(TokenBytes.from_tokenizer(tokenizer), int(tokenizer.eos_token_id), device)

@@ -15,9 +15,10 @@ import torch
 from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
 
 from model.config import EngineSettings, decode_settings
-from model.grammar.mask import GrammarBatch, RowGrammar
+from model.grammar.constrainer import new_constrainer
+from model.grammar.protocol import Grammar, Row
 from model.runner.loading import LoadedModel
-from model.runner.protocol import Generated, Passes, Request, new_constrainer
+from model.runner.protocol import Generated, Passes, Request
 from model.runner.quantize import QuantizeError
 from model.signals import Generation, StepSignals, collect_generations, cut, step_signals
 from schemas.messages import ModelInfo
@@ -27,30 +28,35 @@ from schemas.messages import ModelInfo
 class Prompt:
     doc_index: int
     token_ids: list[int]
-    constraint: RowGrammar | None = None
+    constraint: Row | None = None
     fed: list[int] = field(default_factory=list)  # tokens its grammar has already been fed
 
 
 class _GreedySignals(LogitsProcessor):
-    """Inside generate(): the grammar's mask (fed each row's last token) and each step's signals,
-    from the raw scores, as the fast engine's greedy step takes them. Greedy search then takes the
-    argmax of the masked scores, which is the signals' choice."""
+    """Inside generate(): the grammar's mask (its state advanced by each row's last token) and each
+    step's signals, from the raw scores, as the fast engine's greedy step takes them. Greedy search
+    then takes the argmax of the masked scores, which is the signals' choice. `seconds`: the host
+    time the grammar took."""
 
-    def __init__(self, top_k: int, constraint: GrammarBatch | None) -> None:
+    def __init__(self, top_k: int, grammar: Grammar | None) -> None:
         self.top_k = top_k
-        self.constraint = constraint
+        self.grammar = grammar
+        self.state = grammar.start() if grammar is not None else None
         self.steps: list[StepSignals] = []
         self.first_step_at: float | None = None
+        self.seconds = 0.0
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        started = time.perf_counter()
         if self.first_step_at is None:
-            self.first_step_at = time.perf_counter()
-        elif self.constraint is not None:
-            self.constraint.advance(input_ids[:, -1])
-        if self.constraint is None:
+            self.first_step_at = started
+        elif self.grammar is not None:
+            self.state = self.grammar.advance(self.state, input_ids[:, -1])
+        if self.grammar is None:
             self.steps.append(step_signals(scores, self.top_k))
             return scores
-        legal, forced = self.constraint.legal(scores)
+        legal, forced = self.grammar.legal(self.state)
+        self.seconds += time.perf_counter() - started
         signals = step_signals(scores, self.top_k, legal)
         signals.forced = forced
         self.steps.append(signals)
@@ -115,10 +121,11 @@ class ReferenceRunner:
         width = max(len(ids) for ids in batch)
         input_ids = torch.tensor([[self.pad_id] * (width - len(ids)) + ids for ids in batch])
         attention_mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in batch])
-        constraint = None
+        grammar = None
         if any(p.constraint for p in prompts):
-            constraint = self.constrainer.batch([p.constraint for p in prompts], [p.fed for p in prompts])
-        recorder = _GreedySignals(self.settings.top_alternatives, constraint)
+            rows, fed = [p.constraint for p in prompts], [p.fed for p in prompts]
+            grammar = self.constrainer.grammar(rows, fed, len(prompts), self.loaded.model.config.vocab_size)
+        recorder = _GreedySignals(self.settings.top_alternatives, grammar)
         started = time.perf_counter()
         self.loaded.model.generate(
             input_ids=input_ids.to(self.loaded.device),
@@ -133,7 +140,7 @@ class ReferenceRunner:
             generations,
             prefill_ms=(first_step - started) * 1000,
             decode_ms=(finished - first_step) * 1000,
-            constrain_ms=constraint.seconds * 1000 if constraint is not None else 0.0,
+            constrain_ms=recorder.seconds * 1000,
             # generate() runs one prefill and a pass per step but the last.
             passes=Passes(len(recorder.steps), max(len(recorder.steps) - 1, 0)),
         )

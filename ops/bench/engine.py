@@ -33,7 +33,7 @@ from model.answers.validate import Extraction
 from model.clock import ms_since, sum_timings
 from model.config import EngineSettings
 from model.engine import Extractor, document_grammars, prepare
-from model.grammar.mask import Constrainer
+from model.grammar.constrainer import Constrainer
 from model.runner.fast import LENGTH_BUCKET, FastRunner, bucket
 from model.runner.loading import load_model
 from model.runner.protocol import Passes

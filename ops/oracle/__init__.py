@@ -13,13 +13,14 @@ from ops.oracle.constraints import BatchConstraint, Constrainer, RowConstraint
 
 
 class OracleConstrainer(Constrainer):
-    """Stands in for model/grammar/mask.py's Constrainer inside an engine: the same rows and batches,
-    answered by the oracle. Its rows hold their state, so a batch starts from fresh copies."""
+    """Stands in for model/grammar/constrainer.py's Constrainer inside an engine (a GrammarBuilder):
+    the same rows and batches, answered by the oracle. Its rows hold their state, so a batch starts
+    from fresh copies."""
 
     def grammar(
         self, rows: Sequence[RowConstraint | None], prefixes: Sequence[Sequence[int]], batch_rows: int, width: int
     ) -> OracleGrammar:
-        """As model/grammar/mask.py's Constrainer.grammar, answered by the oracle on the host."""
+        """As model/grammar/constrainer.py's Constrainer.grammar, answered by the oracle on the host."""
         return OracleGrammar(self.batch(rows, prefixes), batch_rows, width)
 
     def batch(self, rows: Sequence[RowConstraint | None], prefixes: Sequence[Sequence[int]] = ()) -> OracleBatch:
@@ -31,7 +32,7 @@ class OracleConstrainer(Constrainer):
 
 
 class OracleBatch(BatchConstraint):
-    """The oracle's batch, knowing (as model/grammar/mask.py's does) when every row has ended."""
+    """The oracle's batch, knowing when every row has ended."""
 
     def __init__(self, rows: Sequence[RowConstraint | None], eos_id: int) -> None:
         super().__init__(rows)

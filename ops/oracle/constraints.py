@@ -233,9 +233,8 @@ class BatchConstraint:
 
     def legal(self, logits: torch.Tensor, which: Sequence[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Which tokens each row may take ([rows, V] bool), and per row whether exactly one was legal
-        (a forced step); the interface of model/grammar/mask.py's GrammarBatch. `which`, if given,
-        names the batch row each of `logits`' rows is (a draft's verification masks only the rows
-        still verifying); rows without a grammar (padding) are left free."""
+        (a forced step). `which`, if given, names the batch row each of `logits`' rows is; rows
+        without a grammar (padding) are left free."""
         started = time.perf_counter()
         which = range(logits.shape[0]) if which is None else which
         assert len(which) == logits.shape[0], (len(which), logits.shape)
