@@ -191,54 +191,44 @@ def test_broker_restarted_mid_run_exactly_once_worker_recovers_by_itself(exactly
 
 
 FATAL_COMMIT_WORKER = [sys.executable, "-m", "tests.fatal_commit_worker", "worker"]
+STUCK_CALL_WORKER = [sys.executable, "-m", "tests.stuck_call_worker", "worker"]
+
+
+def run_faulty_worker(exactly_once, command: list[str], log_name: str, seed: int) -> tuple[str, Accounting, int]:
+    """120 documents through a worker with an injected transactional fault: its log, what reached
+    the outputs, and how many documents went through the model."""
+    settings, slow_worker, committed, _ = exactly_once
+    t = settings.topics
+    worker = WorkerProcess(slow_worker.env, slow_worker.log_path.with_name(log_name), command)
+    messages, ids = sample_messages(120, seed=seed)
+    try:
+        worker.start()
+        worker.wait_for_log(READY, timeout_s=300)
+        produce_lines(settings, t.raw, messages)
+        out = committed.read_until(lambda o: ids <= set(o.doc_ids(t.fields, t.review, t.dead_letter)), 600, worker)
+        out = committed.drain()
+    finally:
+        worker.stop()
+    log = worker.log_path.read_text(errors="replace")
+    seen_by_model = sum(int(n) for n in re.findall(r"model saw (\d+) documents", log))
+    return log, Accounting.of(ids, out.results(settings)), seen_by_model
 
 
 @pytest.mark.timeout(600)
 def test_a_fatal_transaction_error_writes_the_kept_results_again_without_the_model(exactly_once) -> None:
-    settings, slow_worker, committed, _ = exactly_once
-    t = settings.topics
-    worker = WorkerProcess(slow_worker.env, slow_worker.log_path.with_name("fatal.log"), FATAL_COMMIT_WORKER)
-    messages, ids = sample_messages(120, seed=66)
-    try:
-        worker.start()
-        worker.wait_for_log(READY, timeout_s=300)
-        produce_lines(settings, t.raw, messages)
-        out = committed.read_until(lambda o: ids <= set(o.doc_ids(t.fields, t.review, t.dead_letter)), 600, worker)
-        out = committed.drain()
-    finally:
-        worker.stop()
-    log = worker.log_path.read_text(errors="replace")
-    seen_by_model = sum(int(n) for n in re.findall(r"model saw (\d+) documents", log))
+    log, accounting, seen_by_model = run_faulty_worker(exactly_once, FATAL_COMMIT_WORKER, "fatal.log", seed=66)
     assert "injecting a fatal transactional error" in log and "writes the batch's results again" in log
-    accounting = Accounting.of(ids, out.results(settings))
     accounting.assert_complete()
     assert accounting.duplicated == 0
-    assert seen_by_model == len(ids), f"{seen_by_model} documents through the model for {len(ids)}"
-
-
-STUCK_CALL_WORKER = [sys.executable, "-m", "tests.stuck_call_worker", "worker"]
+    assert seen_by_model == accounting.sent, f"{seen_by_model} documents through the model for {accounting.sent}"
 
 
 @pytest.mark.timeout(600)
 def test_a_hung_transactional_call_is_given_up_at_its_deadline_and_the_results_written_again(exactly_once) -> None:
-    settings, slow_worker, committed, _ = exactly_once
-    t = settings.topics
-    worker = WorkerProcess(slow_worker.env, slow_worker.log_path.with_name("stuck.log"), STUCK_CALL_WORKER)
-    messages, ids = sample_messages(120, seed=67)
-    try:
-        worker.start()
-        worker.wait_for_log(READY, timeout_s=300)
-        produce_lines(settings, t.raw, messages)
-        out = committed.read_until(lambda o: ids <= set(o.doc_ids(t.fields, t.review, t.dead_letter)), 600, worker)
-        out = committed.drain()
-    finally:
-        worker.stop()
-    log = worker.log_path.read_text(errors="replace")
-    seen_by_model = sum(int(n) for n in re.findall(r"model saw (\d+) documents", log))
+    log, accounting, seen_by_model = run_faulty_worker(exactly_once, STUCK_CALL_WORKER, "stuck.log", seed=67)
     assert "send_offsets_to_transaction hangs now" in log
     given_up = "send_offsets_to_transaction did not return in" in log
     assert given_up and "writes the batch's results again" in log, log[-3000:]
-    accounting = Accounting.of(ids, out.results(settings))
     accounting.assert_complete()
     assert accounting.duplicated == 0
-    assert seen_by_model == len(ids), f"{seen_by_model} documents through the model for {len(ids)}"
+    assert seen_by_model == accounting.sent, f"{seen_by_model} documents through the model for {accounting.sent}"
