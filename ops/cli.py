@@ -232,6 +232,11 @@ def demo_model() -> None:
     default=None,
     help="Fine-tune: start from this model directory's tokenizer and weights (model/demo), no curriculum.",
 )
+@click.option(
+    "--mix",
+    default="",
+    help="Shares of the data mix, e.g. open=0.25,free=0.3,fragment=0.2 (default: ops.train.demo_data.DataMix's).",
+)
 def demo_model_build(
     train_dir: Path | None,
     stop_after: float | None,
@@ -246,6 +251,7 @@ def demo_model_build(
     lr: float | None,
     warmup: int | None,
     init_from: Path | None,
+    mix: str,
 ) -> None:
     """Train the demo model from its seed, resuming from the last checkpoint if there is one.
 
@@ -255,6 +261,7 @@ def demo_model_build(
 
     import torch
 
+    from ops.train.demo_data import DataMix
     from ops.train.demo_model import DEMO_PLAN, TRAIN_DIR, build
 
     if threads:
@@ -262,7 +269,8 @@ def demo_model_build(
     sizes = {"steps": steps, "hidden_size": hidden, "n_layer": layers, "n_head": heads, "lr": lr}
     sizes["warmup_steps"] = warmup
     recipe = replace(DEMO_PLAN.recipe, **{k: v for k, v in sizes.items() if v is not None})
-    plan = replace(DEMO_PLAN, recipe=recipe, batch_tokens=batch_tokens or DEMO_PLAN.batch_tokens)
+    shares = {name: float(share) for name, _, share in (part.partition("=") for part in mix.split(",") if part)}
+    plan = replace(DEMO_PLAN, recipe=recipe, batch_tokens=batch_tokens or DEMO_PLAN.batch_tokens, mix=DataMix(**shares))
     if init_from is not None:
         # A trained model reads full documents already: the short-to-long curriculum is for a fresh one.
         plan = replace(plan, curriculum_steps=1)

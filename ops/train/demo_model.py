@@ -26,7 +26,7 @@ import platform
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -34,7 +34,7 @@ import torch
 from model.answers.prompt import build_prompt
 from model.runner.loading import MANIFEST
 from ops.corpus import KINDS, generate_corpus, generate_document, write_corpus
-from ops.train.demo_data import UNHELD_LABELS, DocumentStream
+from ops.train.demo_data import UNHELD_LABELS, DataMix, DocumentStream
 from ops.train.recipe import RECIPE_VERSION, Recipe, TrainingExample, make_tokenizer, train
 from ops.train.tiny import init_tiny_bloom
 from schemas.field_sets import FIELD_SETS
@@ -86,6 +86,7 @@ class DemoPlan:
     first_full_chars: int = FIRST_FULL_CHARS
     max_train_chars: int = MAX_TRAIN_CHARS
     max_candidates: int = MAX_CANDIDATES
+    mix: DataMix = field(default_factory=DataMix)
 
 
 DEMO_PLAN = DemoPlan(
@@ -185,7 +186,7 @@ def build(
     schedule = state.setdefault("schedule", [[0, recipe.steps]])
     if schedule[-1][1] != recipe.steps:
         schedule.append([state["step"], recipe.steps])
-    stream = DocumentStream(tokenizer, plan, GENERATOR_SEED)
+    stream = DocumentStream(tokenizer, plan, GENERATOR_SEED, plan.mix)
     batches = prefetched(stream, state["step"], recipe.steps, workers) if workers else stream
     state["device"] = device_name(target)
     started = time.perf_counter()
