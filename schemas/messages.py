@@ -243,6 +243,19 @@ class ReviewReason(msgspec.Struct, frozen=True, kw_only=True):
     value: str | None = None
 
 
+class ReviewMark(msgspec.Struct, frozen=True, kw_only=True):
+    """Who cleared a review record on the review desk (streams/review/), and which one: a fields
+    record carrying it was decided by a person, not routed by the gate."""
+
+    reviewer: str
+    decided_at: datetime
+    action: Literal["accepted", "corrected"]
+    # The review record decided: its topic, partition, offset and key (the document's doc_id).
+    review_topic: str
+    review_partition: int
+    review_offset: int
+
+
 class FieldRecord(msgspec.Struct, kw_only=True):
     """A validated extraction, on the fields topic, keyed by `doc_id`."""
 
@@ -263,6 +276,8 @@ class FieldRecord(msgspec.Struct, kw_only=True):
     # Labels that hold one value (a field set's 签约日期, 甲方, ...): the less confident candidates
     # other windows gave, at their offsets; `fields` holds the most confident.
     alternatives: dict[str, list[Span]] = msgspec.field(default_factory=dict)
+    # Set when a person decided the record on the review desk; None when the gate routed it here.
+    reviewed: ReviewMark | None = None
 
 
 class Candidate(msgspec.Struct, frozen=True, kw_only=True):
@@ -285,6 +300,8 @@ class ReviewRecord(FieldRecord, kw_only=True):
     reasons: list[ReviewReason]
     # Per label the backoff re-decoded: the values a reviewer can accept with one click, best first.
     candidates: dict[str, list[Candidate]] = msgspec.field(default_factory=dict)
+    # The document's text, so the review desk can show every value at its offsets without the raw topic.
+    text: str | None = None
 
 
 class AlertRecord(msgspec.Struct, kw_only=True):
@@ -382,6 +399,25 @@ class AuditRecord(msgspec.Struct, kw_only=True):
     processing: Processing
 
 
+class ReviewDecision(msgspec.Struct, kw_only=True, tag="review_decision", tag_field="kind"):
+    """What a reviewer decided on the review desk, on the audit topic beside the decode traces
+    (`AuditRecord`, which has no `kind`), keyed by `doc_id`: every decision, rejections included."""
+
+    schema_version: int = SCHEMA_VERSION
+    doc_id: str
+    reviewer: str
+    decided_at: datetime
+    action: Literal["accepted", "corrected", "rejected"]
+    # A rejection's reason, in the reviewer's words.
+    reason: str | None = None
+    # The fields sent on (none for a rejection); `changed`: labels whose values the reviewer set.
+    fields: dict[str, list[Span]] = msgspec.field(default_factory=dict)
+    changed: list[str] = msgspec.field(default_factory=list)
+    review_topic: str
+    review_partition: int
+    review_offset: int
+
+
 MESSAGE_TYPES: dict[str, object] = {
     "raw_document": Annotated[RawDocument, msgspec.Meta(extra_json_schema=RAW_DOCUMENT_EITHER_LABELS_OR_FIELD_SET)],
     "field_record": FieldRecord,
@@ -389,4 +425,5 @@ MESSAGE_TYPES: dict[str, object] = {
     "alert_record": AlertRecord,
     "dead_letter": DeadLetter,
     "audit_record": AuditRecord,
+    "review_decision": ReviewDecision,
 }

@@ -173,6 +173,27 @@ class SinkSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         return f"SinkSettings(dsn={mask_dsn(self.dsn)!r}, {', '.join(f'{k}={v!r}' for k, v in shown.items())})"
 
 
+class ReviewSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """`seqstream review serve`: the review desk, a web page where people clear the review topic (streams/review/)."""
+
+    # What a reviewer types to sign in, and the key that signs their session cookie. Empty: the desk
+    # refuses to start (only a proxy header, below, would then say who is who, and it may be unset).
+    secret: str = ""
+    # A header an authenticating proxy (oauth2-proxy, an OIDC ingress) sets to the signed-in user;
+    # when set and present, it names the reviewer and no sign-in form is shown. Only behind such a proxy.
+    user_header: str = ""
+    # The desks' consumer group on the review topic: several desks share the queue by its partitions.
+    group_id: str = "seqstream-review-desk"
+    host: str = "127.0.0.1"
+    port: int = 8088
+    # A record shown to a reviewer is theirs this long; then another reviewer may take it.
+    lease_s: float = 900.0
+
+    def __repr__(self) -> str:
+        shown = {f: getattr(self, f) for f in self.__struct_fields__ if f != "secret"}
+        return f"ReviewSettings(secret='***', {', '.join(f'{k}={v!r}' for k, v in shown.items())})"
+
+
 class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     kafka: KafkaSettings = msgspec.field(default_factory=KafkaSettings)
     topics: TopicSettings = msgspec.field(default_factory=TopicSettings)
@@ -182,6 +203,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     worker: WorkerSettings = msgspec.field(default_factory=WorkerSettings)
     alerts: AlertSettings = msgspec.field(default_factory=AlertSettings)
     sink: SinkSettings = msgspec.field(default_factory=SinkSettings)
+    review: ReviewSettings = msgspec.field(default_factory=ReviewSettings)
 
 
 def settings_environ(settings: Settings) -> dict[str, str]:

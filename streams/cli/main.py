@@ -19,6 +19,7 @@ import click
 
 from streams.cli.follow import alerts, audit, tail
 from streams.cli.process import stop_on_signals
+from streams.cli.review import review
 from streams.cli.sink import sink
 from streams.settings import Settings, load_settings
 
@@ -232,6 +233,7 @@ cli.add_command(tail)
 cli.add_command(alerts)
 cli.add_command(audit)
 cli.add_command(sink)
+cli.add_command(review)
 
 
 def main() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from schemas.messages import AlertRecord, AuditRecord, DeadLetter, FieldRecord, ReviewRecord
+from schemas.messages import AlertRecord, AuditRecord, DeadLetter, FieldRecord, ReviewDecision, ReviewRecord
 from streams.flow.routing import outcome_of_topic
 from streams.settings import TopicSettings
 
@@ -16,6 +16,9 @@ _decoders = {
     "dead_letter": msgspec.json.Decoder(DeadLetter),
     "audit": msgspec.json.Decoder(AuditRecord),
 }
+_decision = msgspec.json.Decoder(ReviewDecision)
+# msgspec writes a tagged struct's tag first: the review desk's decisions share the audit topic.
+DECISION_PREFIX = b'{"kind":"review_decision"'
 
 
 def describe(topic: str, topics: TopicSettings, value: bytes) -> str:
@@ -23,9 +26,12 @@ def describe(topic: str, topics: TopicSettings, value: bytes) -> str:
     if kind is None:
         return value.decode("utf-8", "replace")
     try:
-        record = _decoders[kind].decode(value)
+        record = _decision.decode(value) if value.startswith(DECISION_PREFIX) else _decoders[kind].decode(value)
     except msgspec.DecodeError as exc:
         return f"[unreadable {kind} record: {exc}]"
+    if isinstance(record, ReviewDecision):
+        reason = f" ({record.reason})" if record.reason else ""
+        return f"DECIDED {record.doc_id}  {record.action} by {record.reviewer}{reason}  {_fields(record)}"
     if isinstance(record, AuditRecord):
         steps = sum(len(p.tokens) for p in record.prompts)
         return f"AUDIT   {record.doc_id}  {len(record.prompts)} prompts, {steps} decode steps, {record.retries} retries"
@@ -34,7 +40,8 @@ def describe(topic: str, topics: TopicSettings, value: bytes) -> str:
         if isinstance(record, ReviewRecord):
             reasons = ", ".join(sorted({r.code.value for r in record.reasons}))
             return f"REVIEW  {record.doc_id}  {_fields(record)}{windows}  reasons: {reasons}"
-        return f"FIELDS  {record.doc_id}  {_fields(record)}{windows}"
+        by = f"  (reviewed by {record.reviewed.reviewer})" if record.reviewed else ""
+        return f"FIELDS  {record.doc_id}  {_fields(record)}{windows}{by}"
     if isinstance(record, AlertRecord):
         line = f"ALERT   {record.doc_id}  {record.kind}/{record.severity}: {record.message}"
         if record.alarms:
@@ -49,8 +56,8 @@ def describe(topic: str, topics: TopicSettings, value: bytes) -> str:
     return f"DEAD    {record.doc_id or '-'}  {record.error_code.value}: {record.message}  ({where})"
 
 
-def _fields(record: FieldRecord) -> str:
-    if record.task == "classify":
+def _fields(record: FieldRecord | ReviewDecision) -> str:
+    if isinstance(record, FieldRecord) and record.task == "classify":
         return "classes=" + ",".join(record.classes)
     parts = [f"{label}={'|'.join(s.text for s in spans)}" for label, spans in record.fields.items() if spans]
     return "; ".join(parts) if parts else "(no values)"

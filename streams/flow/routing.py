@@ -73,7 +73,7 @@ def route_extraction(
     key = doc.doc_id.encode()
     if not extraction.needs_review:
         return [Outgoing(topics.fields, key, _encoder.encode(FieldRecord(**common)), doc.submitted_at, raw_timestamp)]
-    review = ReviewRecord(**common, reasons=extraction.reasons, candidates=extraction.candidates)
+    review = ReviewRecord(**common, reasons=extraction.reasons, candidates=extraction.candidates, text=doc.text)
     out = [Outgoing(topics.review, key, _encoder.encode(review), doc.submitted_at, raw_timestamp)]
     if extraction.alarms:
         worst = max(a.entropy_nats for a in extraction.alarms)

@@ -1,0 +1,316 @@
+"""The review desk (streams/review/) on a real broker: sign-in, CSRF, escaping, decisions as one
+transaction each, two reviewers, and a desk killed mid-decision."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import msgspec
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from starlette.testclient import TestClient
+
+from schemas.field_sets import FIELD_SETS
+from schemas.messages import (
+    Candidate,
+    DecodeSettings,
+    FieldRecord,
+    ModelInfo,
+    Processing,
+    ReviewCode,
+    ReviewDecision,
+    ReviewReason,
+    ReviewRecord,
+    Span,
+    Timings,
+)
+from streams.cli.show import DECISION_PREFIX
+from streams.kafka.clients import client_config
+from streams.kafka.topics import create_topics
+from streams.review.app import chosen_spans, desk_app
+from streams.review.decision import Choice, DecisionError, Position, decide
+from streams.review.page import segments
+from streams.review.queue import NotYours, Queue
+from streams.settings import Settings, load_settings
+
+NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
+SECRET = "desk-test-secret"
+MODEL = ModelInfo(
+    name="tiny", engine="fast", attention="eager", dtype="float32", device="cpu", demo=True,
+    decode=DecodeSettings(
+        max_new_tokens=24, max_input_tokens=1024, labels_per_prompt=6, confidence_threshold=0.85, entropy_threshold=2.5
+    ),
+)  # fmt: skip
+DYING_DESK = Path(__file__).with_name("dying_review_desk.py")
+
+
+def review_record(doc_id: str, party: str = "上海恒达物流有限公司", extra: str = "") -> ReviewRecord:
+    """A review record as a worker writes it: 甲方 found, 乙方 answered None and offered by the backoff."""
+    text = f"甲方：{party}。乙方：王伟。签约日期：2024年3月5日。{extra}"
+    a, b = text.index(party), text.index("王伟")
+    labels = list(FIELD_SETS["contract"])
+    return ReviewRecord(
+        doc_id=doc_id, task="extract", labels=labels,
+        fields={"甲方": [Span(text=party, start=a, end=a + len(party), confidence=0.6, margin=0.1)]},
+        classes=[], model=MODEL, source="test", submitted_at=NOW, trace_id=None, metadata={},
+        processing=Processing(
+            worker_id="w", source_topic="raw", partition=0, offset=0, received_at=NOW, completed_at=NOW,
+            batch_size=1, timings=Timings(),
+        ),
+        reasons=[
+            ReviewReason(code=ReviewCode.LOW_CONFIDENCE, detail="0.60 < 0.85", label="甲方", value=party),
+            ReviewReason(code=ReviewCode.LEXICON_BACKOFF, detail="picked", label="乙方", value="王伟"),
+        ],
+        candidates={"乙方": [Candidate(text="王伟", start=b, end=b + 2, score=0.9, source="lac:PER", picked=True)]},
+        text=text,
+    )  # fmt: skip
+
+
+# -- pure: what a decision becomes ------------------------------------------------------------------
+
+
+def test_accepting_unchanged_keeps_the_values_and_marks_the_record_reviewed() -> None:
+    record = review_record("d1")
+    at = Position("review", 1, 7)
+    fields, decision = decide(record, at, Choice(reviewer="ann", action="accept", spans={}), NOW)
+    assert fields is not None and fields.reviewed is not None
+    assert (fields.reviewed.action, fields.reviewed.reviewer, fields.reviewed.review_offset) == ("accepted", "ann", 7)
+    assert fields.fields["甲方"] == record.fields["甲方"] and fields.fields["乙方"] == []
+    assert (decision.action, decision.changed) == ("accepted", [])
+    assert type(fields) is FieldRecord  # the fields schema, not a review record with its reasons
+
+
+def test_a_set_value_is_read_from_the_text_at_its_offsets() -> None:
+    record = review_record("d1")
+    b = record.text.index("王伟")
+    fields, decision = decide(record, Position("r", 0, 0), Choice("ann", "accept", {"乙方": [(b, b + 2)]}), NOW)
+    assert fields.fields["乙方"][0].text == "王伟" and decision.action == "corrected" and decision.changed == ["乙方"]
+
+
+@pytest.mark.parametrize(
+    ("spans", "message"),
+    [({"乙方": [(5, 500)]}, "not a span"), ({"乙方": [(3, 3)]}, "not a span"), ({"星座": [(0, 2)]}, "not one of")],
+)
+def test_a_value_that_is_not_a_span_of_the_text_is_refused(spans, message) -> None:
+    with pytest.raises(DecisionError, match=message):
+        decide(review_record("d1"), Position("r", 0, 0), Choice("ann", "accept", spans), NOW)
+
+
+def test_a_rejection_needs_a_reason_and_sends_nothing_to_fields() -> None:
+    with pytest.raises(DecisionError, match="reason"):
+        decide(review_record("d1"), Position("r", 0, 0), Choice("ann", "reject", {}), NOW)
+    fields, decision = decide(review_record("d1"), Position("r", 0, 0), Choice("ann", "reject", {}, "spam"), NOW)
+    assert fields is None and (decision.action, decision.reason) == ("rejected", "spam")
+
+
+def test_the_page_shows_every_character_once_with_the_values_marked() -> None:
+    record = review_record("d1")
+    pieces = segments(record.text, record.fields, {"甲方": "#fff"})
+    assert "".join(p.text for p in pieces) == record.text
+    assert [p.label for p in pieces if p.label] == ["甲方"]
+    assert all(record.text[p.start : p.start + len(p.text)] == p.text for p in pieces)
+
+
+def test_the_form_names_spans_none_and_kept_labels() -> None:
+    form = {"label-0": "甲方", "choice-0": "keep", "label-1": "乙方", "choice-1": "9-11", "label-2": "签约日期"}
+    form |= {"choice-2": "none", "label-3": "合同金额", "choice-3": "custom", "custom-3": "0-2"}
+    assert chosen_spans(form) == {"乙方": [(9, 11)], "签约日期": [], "合同金额": [(0, 2)]}
+
+
+# -- on the broker ------------------------------------------------------------------------------------
+
+
+def desk_settings(bootstrap: str, partitions: int = 3) -> Settings:
+    run = uuid.uuid4().hex[:8]
+    env = {
+        "SEQSTREAM_KAFKA__BOOTSTRAP_SERVERS": bootstrap,
+        **{f"SEQSTREAM_TOPICS__{t.upper()}": f"d{run}.{t}" for t in ("raw", "fields", "review", "alerts", "audit")},
+        "SEQSTREAM_TOPICS__DEAD_LETTER": f"d{run}.dead-letter",
+        "SEQSTREAM_TOPICS__PARTITIONS": str(partitions),
+        "SEQSTREAM_TOPICS__REPLICATION_FACTOR": "1",
+        "SEQSTREAM_TOPICS__MIN_INSYNC_REPLICAS": "1",
+        "SEQSTREAM_REVIEW__SECRET": SECRET,
+        "SEQSTREAM_REVIEW__GROUP_ID": f"desk-{run}",
+    }
+    settings = load_settings(env)
+    create_topics(settings)
+    return settings
+
+
+def publish(settings: Settings, records: list[ReviewRecord], partition: int | None = None) -> None:
+    producer = Producer(client_config(settings))
+    for r in records:
+        kwargs = {} if partition is None else {"partition": partition}
+        producer.produce(settings.topics.review, msgspec.json.encode(r), r.doc_id.encode(), **kwargs)
+    assert producer.flush(10) == 0
+
+
+def poll_until(queues: list[Queue], done, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, f"desk queue never got there: depths {[q.depth() for q in queues]}"
+        for q in queues:
+            q.poll(0.2)
+
+
+def committed_records(settings: Settings, topic: str) -> list[bytes]:
+    consumer = Consumer(
+        {**client_config(settings), "group.id": f"check-{uuid.uuid4()}", "auto.offset.reset": "earliest"}
+        | {"isolation.level": "read_committed", "enable.auto.commit": False}
+    )
+    consumer.subscribe([topic])
+    values, idle = [], time.monotonic()
+    while time.monotonic() - idle < 4:
+        message = consumer.poll(0.3)
+        if message is not None and message.error() is None:
+            values.append(message.value())
+            idle = time.monotonic()
+    consumer.close()
+    return values
+
+
+@pytest.fixture
+def desk(kafka_bootstrap):
+    settings = desk_settings(kafka_bootstrap)
+    queue = Queue(settings, f"test-{uuid.uuid4().hex[:6]}")
+    yield settings, queue
+    queue.close()
+
+
+def signed_in(settings: Settings, queue: Queue, name: str) -> TestClient:
+    client = TestClient(desk_app(settings.review, queue), follow_redirects=False)
+    page = client.get("/signin").text
+    csrf = page.split('name="csrf" value="')[1].split('"')[0]
+    assert client.post("/signin", data={"csrf": csrf, "reviewer": name, "secret": SECRET}).status_code == 303
+    return client
+
+
+def form_of(page: str) -> dict[str, str]:
+    """The decision form's hidden inputs (csrf, topic, partition, offset, label-N)."""
+    fields = {}
+    for part in page.split('<input type="hidden" name="')[1:]:
+        name, rest = part.split('"', 1)
+        fields[name] = rest.split('value="', 1)[1].split('"', 1)[0]
+    return fields
+
+
+@pytest.mark.kafka
+def test_nothing_is_shown_or_decided_without_signing_in_and_a_csrf_token(desk) -> None:
+    settings, queue = desk
+    publish(settings, [review_record("s1")])
+    poll_until([queue], lambda: queue.depth() == 1)
+    client = TestClient(desk_app(settings.review, queue), follow_redirects=False)
+    assert client.get("/").headers["location"] == "/signin"
+    assert client.post("/decide", data={"action": "accept"}).status_code == 401
+    assert client.post("/signin", data={"reviewer": "eve", "secret": SECRET}).status_code == 403  # no token
+    csrf = form_of(client.get("/signin").text)["csrf"]
+    assert client.post("/signin", data={"csrf": csrf, "reviewer": "eve", "secret": "guess"}).status_code == 401
+    ann = signed_in(settings, queue, "ann")
+    form = form_of(ann.get("/").text)
+    assert ann.post("/decide", data={**form, "csrf": "forged", "action": "accept"}).status_code == 403
+    assert queue.depth() == 1 and committed_records(settings, settings.topics.fields) == []
+    with pytest.raises(ValueError, match="secret"):
+        desk_app(load_settings({}).review, queue)
+
+
+@pytest.mark.kafka
+def test_a_document_holding_markup_is_shown_as_text(desk) -> None:
+    settings, queue = desk
+    publish(settings, [review_record("x1", extra="<script>alert('owned')</script><b>bold</b>")])
+    poll_until([queue], lambda: queue.depth() == 1)
+    page = signed_in(settings, queue, "ann").get("/").text
+    assert "&lt;script&gt;alert(&#39;owned&#39;)&lt;/script&gt;&lt;b&gt;bold&lt;/b&gt;" in page
+    assert "<script>alert" not in page and "<b>bold" not in page
+
+
+@pytest.mark.kafka
+def test_accept_correct_and_reject_reach_fields_and_audit_once_each(desk) -> None:
+    settings, queue = desk
+    records = [review_record("a1"), review_record("c1"), review_record("r1")]
+    publish(settings, records, partition=0)  # one line, worked in order
+    poll_until([queue], lambda: queue.depth() == 3)
+    ann = signed_in(settings, queue, "ann")
+    b = records[1].text.index("王伟")
+    choices = [
+        {"action": "accept", "choice-1": f"{b}-{b + 2}"},  # the backoff's candidate, one click
+        {"action": "accept", "choice-1": "custom", "custom-1": f"{b}-{b + 2}", "choice-0": "none"},
+        {"action": "reject", "reason": "not a contract"},
+    ]
+    for doc_id, choice in zip(["a1", "c1", "r1"], choices, strict=True):
+        page = ann.get("/").text
+        assert f'<h2 id="doc-id">{doc_id}</h2>' in page
+        response = ann.post("/decide", data={**form_of(page), **choice})
+        assert response.status_code == 303, response.text
+    assert 'id="empty"' in ann.get("/").text
+    fields = [msgspec.json.decode(v, type=FieldRecord) for v in committed_records(settings, settings.topics.fields)]
+    assert sorted(f.doc_id for f in fields) == ["a1", "c1"]
+    by_id = {f.doc_id: f for f in fields}
+    assert [s.text for s in by_id["a1"].fields["乙方"]] == ["王伟"] and by_id["a1"].reviewed.action == "corrected"
+    assert by_id["c1"].fields["甲方"] == [] and by_id["c1"].reviewed.reviewer == "ann"
+    audit = committed_records(settings, settings.topics.audit)
+    assert all(v.startswith(DECISION_PREFIX) for v in audit)
+    decisions = [msgspec.json.decode(v, type=ReviewDecision) for v in audit]
+    assert sorted((d.doc_id, d.action) for d in decisions) == [
+        ("a1", "corrected"),
+        ("c1", "corrected"),
+        ("r1", "rejected"),
+    ]
+    assert committed_offset(settings, 0) == 3
+
+
+def committed_offset(settings: Settings, partition: int) -> int:
+    consumer = Consumer({**client_config(settings), "group.id": settings.review.group_id})
+    [tp] = consumer.committed([TopicPartition(settings.topics.review, partition)], timeout=10)
+    consumer.close()
+    return tp.offset
+
+
+@pytest.mark.kafka
+def test_two_reviewers_never_hold_the_same_document(desk, kafka_bootstrap) -> None:
+    settings, queue = desk
+    publish(settings, [review_record(f"t{p}") for p in range(3)], partition=None)
+    for p in range(3):
+        publish(settings, [review_record(f"p{p}")], partition=p)
+    poll_until([queue], lambda: queue.depth() == 6)
+    held = [queue.next_for(name) for name in ("ann", "bob", "cy", "dee")]
+    shown = [(w.at.partition, w.at.offset) for w in held if w is not None]
+    assert len(shown) == 3 and len(set(shown)) == 3 and held[3] is None  # a line per partition, one each
+    assert queue.next_for("ann") is held[0]  # a reload shows the same record
+    with pytest.raises(NotYours):
+        queue.decide(held[0].at, Choice("bob", "accept", {}))
+    # A second desk in the group takes partitions of its own: what it shows, the first no longer does.
+    second = Queue(settings, f"test-{uuid.uuid4().hex[:6]}")
+    try:
+        poll_until([queue, second], lambda: second.shelves and len(queue.shelves) + len(second.shelves) == 3)
+        assert not set(queue.shelves) & set(second.shelves)
+    finally:
+        second.close()
+
+
+@pytest.mark.kafka
+def test_a_desk_killed_mid_decision_loses_and_duplicates_nothing(kafka_bootstrap, tmp_path) -> None:
+    settings = desk_settings(kafka_bootstrap, partitions=1)
+    publish(settings, [review_record("k1"), review_record("k2")])
+    env = {**os.environ, "SEQSTREAM_KAFKA__BOOTSTRAP_SERVERS": kafka_bootstrap}
+    env |= {f"SEQSTREAM_TOPICS__{t.upper()}": getattr(settings.topics, t) for t in ("fields", "review", "audit")}
+    env |= {"SEQSTREAM_REVIEW__SECRET": SECRET, "SEQSTREAM_REVIEW__GROUP_ID": settings.review.group_id}
+    dying = subprocess.run([sys.executable, str(DYING_DESK), "killed"], env=env, capture_output=True, timeout=120)
+    assert dying.returncode == 9, dying.stderr.decode()[-2000:]  # it died inside its transaction
+    queue = Queue(settings, "killed")  # the same desk, restarted: it fences the open transaction
+    try:
+        poll_until([queue], lambda: queue.depth() == 2)
+        head = queue.next_for("ann")
+        assert head.record.doc_id == "k1"  # shown again: the dead desk's decision never happened
+        queue.decide(head.at, Choice("ann", "accept", {}))
+    finally:
+        queue.close()
+    written = committed_records(settings, settings.topics.fields)
+    fields = [msgspec.json.decode(v, type=FieldRecord).doc_id for v in written]
+    audit = committed_records(settings, settings.topics.audit)
+    assert fields == ["k1"] and len(audit) == 1 and committed_offset(settings, 0) == 1
