@@ -5,8 +5,9 @@ half-width, tabs, pipes), a line of values only separated by slashes, pipes or s
 table flattened to a header line and a value line, or prose whose sentences are shuffled and put
 names of other roles beside the value (the patient beside the doctor, 甲方 beside 乙方, 以下简称),
 sometimes the value before its label; or the free-phrasing templates (free.py) with their
-name-like values replaced by values from parts. A fifth of the values is left out, so `None` is
-learnt too.
+name-like values replaced by values from parts; or an e-mail. In a share of documents the values
+are reshaped into mixed-script and scan-damaged ones (mixed_script.py). A fifth of the values is
+left out, so `None` is learnt too.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from datetime import date
 
 from faker import Faker
 
+from ops.corpus import mixed_script
 from ops.corpus import open_vocab as ov
 from ops.corpus.builder import DocumentBuilder
 from ops.corpus.free import SLOT, free_document
@@ -185,11 +187,15 @@ def open_document(kind: str, fake: Faker, rng: random.Random, b: DocumentBuilder
     """An open-vocabulary document of `kind` into `b`, in one of the layouts (`target` unused: these
     are as long as their layout makes them, 40-400 characters)."""
     values = values_for(kind, rng, fake)
+    if rng.random() < mixed_script.SHARE:  # Latin-script and mixed names, OCR breaks (mixed_script.py)
+        values = mixed_script.reshape(values, rng)
     labels = [label for label in values if not label.startswith("~")]
     kept = [label for label in labels if rng.random() >= MISSING] or [rng.choice(labels)]
     rng.shuffle(kept)
-    layout = rng.choice(["lines", "lines", "inline", "table", "prose", "prose", "chat", "free", "free"])
-    if layout == "free":
+    layout = rng.choice(["lines", "lines", "inline", "table", "prose", "prose", "chat", "free", "free", "email"])
+    if layout == "email":
+        mixed_script.email_document(b, values, kept, NAMES, rng)
+    elif layout == "free":
         drawn = free_values(kind, fake, rng)
         for make, slots in FREE_SLOTS.items():
             drawn |= {slot: make(rng) for slot in slots if slot in drawn}

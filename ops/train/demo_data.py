@@ -6,7 +6,9 @@ each step mixes three sources and asks about them as the product will, and more:
 
 - open-vocabulary documents (ops/corpus/open_layouts.py): values built from parts (surnames and
   common hanzi, place + word + trade + legal form, jieba's dictionary) in key-value lines, slash- and
-  pipe-separated ads, flattened tables, chat, and prose with other roles' names beside the value;
+  pipe-separated ads, flattened tables, chat, e-mails, and prose with other roles' names beside the
+  value; in 40% of them Latin-script and mixed names, English legal forms, addresses, dates in many
+  forms and scan damage (ops/corpus/mixed_script.py);
 - templated documents (ops/corpus/contract.py ...), brief or full, as before;
 - free-phrased documents (ops/corpus/free.py): shuffled sentences, many wordings, values often left out;
 - fragments as windows see them: a long document (ops/corpus/long.py) or a full one cut at sentence
