@@ -1,5 +1,6 @@
-"""Mixed-script and OCR-shaped values in the open-vocabulary stream (ops/corpus/mixed_script.py):
-Latin and mixed names, English legal forms, addresses, dates, amounts, breaks inside values, e-mails;
+"""Mixed-script and scan-shaped values in the open-vocabulary stream (ops/corpus/mixed_script.py,
+english_forms.py): Latin and mixed names, English legal forms, addresses, dates, amounts, English
+sex/degree/salary/age/hospital forms, spaces inside values, e-mails;
 every value still a span at its offsets, in the demo tokenizer's characters."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pytest
 
 from ops.corpus import KINDS, generate_document
 from ops.corpus import mixed_script as ms
+from ops.corpus.english_forms import MAKERS
 from ops.corpus.layouts import CORPUS
 from ops.corpus.surface import FULL_WIDTH
 
@@ -58,6 +60,12 @@ def test_mixed_shapes_are_a_share_of_the_open_stream(documents) -> None:
     values = [v for doc in documents for vs in doc.values().values() for v in vs]
     assert any(re.search(r"[\u4e00-\u9fff] [\u4e00-\u9fff]", v) for v in values)  # a scan's space inside
     assert not any("\n" in v or "\t" in v for v in values)  # they end a value in the answer
+    english = {label: _values(documents, [label]) for label in ("性别", "年龄", "医院名称", "薪资范围", "学历")}
+    assert any(v in ("Male", "Female", "M", "F") for v in english["性别"])
+    assert any(v.endswith("years old") for v in english["年龄"])
+    assert any("Hospital" in v for v in english["医院名称"])
+    assert any(v.endswith("/month") for v in english["薪资范围"])
+    assert any(v.startswith(("Bachelor", "Master")) for v in english["学历"])
     assert sum(doc.text.startswith("From: ") and "Subject: " in doc.text for doc in documents) > 10
 
 
@@ -74,6 +82,7 @@ def test_mixed_values_are_spelt_by_the_demo_tokenizer(documents) -> None:
     rng = random.Random(5)
     made = [ms.person(rng) for _ in range(200)] + [ms.organisation(rng) for _ in range(200)]
     made += [ms.address(rng) for _ in range(200)] + [ms.money(rng, 123_000) for _ in range(50)]
+    made += [make(rng) for make in MAKERS.values() for _ in range(50)]
     # ￥ (full-width yen) alone falls back to bytes: hand-written documents use it, so it stays.
     assert {char for value in made for char in value if char not in vocab} <= {"￥"}
 

@@ -17,17 +17,11 @@ from datetime import date
 
 from ops.corpus import open_vocab as ov
 from ops.corpus.builder import DocumentBuilder
+from ops.corpus.english_forms import MAKERS, pinyin_word
 from ops.corpus.surface import CN_DIGITS, chinese_number, full_width, upper_amount
 
 # Share of open-vocabulary documents whose values are reshaped here.
 SHARE = 0.4
-SYLLABLES = (
-    "an", "ao", "bai", "bo", "chen", "cheng", "chun", "da", "dong", "fang", "fei", "gang", "guo", "hai", "hao",
-    "hong", "hua", "hui", "jia", "jian", "jie", "jin", "jun", "kai", "lan", "lei", "li", "liang", "lin", "ling",
-    "long", "mei", "min", "ming", "na", "ning", "peng", "ping", "qi", "qiang", "qing", "rui", "shan", "sheng",
-    "shu", "song", "tao", "ting", "wei", "wen", "xia", "xiang", "xiao", "xin", "xu", "yan", "yang", "yi", "ying",
-    "yong", "yu", "yuan", "yun", "ze", "zhen", "zhi", "zhong", "zhou",
-)  # fmt: skip
 SURNAME_PINYIN = (
     "Zhang", "Wang", "Li", "Liu", "Chen", "Yang", "Huang", "Zhao", "Wu", "Zhou", "Xu", "Sun", "Ma", "Zhu", "Hu",
     "Guo", "He", "Lin", "Luo", "Gao", "Zheng", "Liang", "Xie", "Song", "Tang", "Han", "Feng", "Deng", "Cao", "Peng",
@@ -57,10 +51,6 @@ ORG_LABELS = {"甲方", "公司名称", "工作单位", "发布机构", "组织�
 PLACE_LABELS = {"签约地点", "工作地点", "地点"}
 DATE_LABELS = {"签约日期", "出生日期", "发布日期", "就诊日期"}
 PHONE_LABELS = {"手机号码", "联系电话"}
-
-
-def pinyin_word(rng: random.Random, syllables: int) -> str:
-    return "".join(rng.choice(SYLLABLES) for _ in range(syllables)).capitalize()
 
 
 def person(rng: random.Random) -> str:
@@ -147,13 +137,16 @@ def broken(rng: random.Random, text: str) -> str:
 
 
 def reshape(values: dict[str, list[str]], rng: random.Random) -> dict[str, list[str]]:
-    """`values` with some replaced by mixed-script ones and some scanned (distractors included)."""
+    """`values` with some replaced by mixed-script or English ones (english_forms.py) and some scanned
+    (distractors included)."""
     out = {}
     for label, vs in values.items():
         bare = label.removeprefix("~")
         new = []
         for value in vs:
-            if rng.random() < 0.5:
+            if bare in MAKERS and rng.random() < 0.5:
+                value = MAKERS[bare](rng)
+            elif rng.random() < 0.5:
                 if bare in PERSON_LABELS or (label.startswith("~") and not label.endswith(("雇主", "客户"))):
                     value = person(rng)
                 elif bare in ORG_LABELS or label in ("~前雇主", "~客户"):
