@@ -314,3 +314,21 @@ def test_a_desk_killed_mid_decision_loses_and_duplicates_nothing(kafka_bootstrap
     fields = [msgspec.json.decode(v, type=FieldRecord).doc_id for v in written]
     audit = committed_records(settings, settings.topics.audit)
     assert fields == ["k1"] and len(audit) == 1 and committed_offset(settings, 0) == 1
+
+
+@pytest.mark.kafka
+def test_a_superseded_or_already_decided_document_says_so(desk) -> None:
+    settings, queue = desk
+    old, new = review_record("v1"), review_record("v1", party="北京远通科技有限公司")
+    publish(settings, [old, new], partition=0)
+    poll_until([queue], lambda: queue.depth() == 2)
+    ann = signed_in(settings, queue, "ann")
+    page = ann.get("/").text
+    assert 'id="superseded"' in page and "上海恒达物流有限公司" in page and 'id="decided-before"' not in page
+    first = form_of(page)
+    assert ann.post("/decide", data={**first, "action": "reject", "reason": "superseded"}).status_code == 303
+    page = ann.get("/").text  # the newer version: decided before, and no newer one behind it
+    assert "北京远通科技有限公司" in page and 'id="superseded"' not in page
+    assert 'id="decided-before"' in page and "by ann (rejected)" in page
+    stale = ann.post("/decide", data={**first, "action": "reject", "reason": "superseded"})
+    assert stale.status_code == 409 and "already decided by ann (rejected)" in stale.text

@@ -58,6 +58,9 @@ def test_worker_review_records_are_shown_with_their_text_and_sent_on_by_two_revi
         for name, client in (("ann", ann), ("bob", bob)):
             response = client.post("/decide", data={**held[name][1], "action": "accept"})
             assert response.status_code == 303, response.text
+        # The same form again (a second tab, a double click): refused, and said to be decided.
+        again = ann.post("/decide", data={**held["ann"][1], "action": "accept"})
+        assert again.status_code == 409 and "already decided by ann (accepted)" in again.text
     finally:
         queue.close()
 

@@ -26,6 +26,7 @@ from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPa
 
 from schemas.messages import ReviewRecord
 from streams.kafka.clients import client_config, polled_messages
+from streams.kafka.deadline import GRACE_S, Stuck, call_timeout_s, within
 from streams.review.decision import Choice, DecisionError, Position, decide, decode_review
 from streams.settings import Settings
 
@@ -33,6 +34,8 @@ log = logging.getLogger(__name__)
 _encoder = msgspec.json.Encoder()
 # Records buffered per partition before it is paused: a partition is worked from its head only.
 BUFFERED_MAX = 100
+# Decisions this desk remembers by position, to tell a reviewer posting a stale form who decided it.
+REMEMBERED_MAX = 10_000
 
 
 @dataclass
@@ -76,6 +79,8 @@ class Queue:
         self.shelves: dict[int, Shelf] = {}
         # doc_id -> (reviewer, action) of decisions this desk made: a re-sent document says so.
         self.decided: dict[str, tuple[str, str]] = {}
+        # (partition, offset) -> (reviewer, action), oldest first: "already decided" on a stale form.
+        self.decided_at: dict[tuple[int, int], tuple[str, str]] = {}
         self.consumer = Consumer(
             {
                 **client_config(settings),
@@ -96,7 +101,8 @@ class Queue:
                 "transaction.timeout.ms": int(self.settings.kafka.transaction_timeout_s * 1000),
             }
         )
-        producer.init_transactions(self.settings.kafka.transaction_timeout_s)
+        timeout = call_timeout_s(self.settings.kafka)
+        within(timeout + GRACE_S, "init_transactions", lambda: producer.init_transactions(timeout))
         return producer
 
     def _assigned(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -164,9 +170,9 @@ class Queue:
         with self.lock:
             later = [
                 w for s in self.shelves.values() for w in s.waiting
-                if w.record is not None and w.record.doc_id == doc_id and w.written_at > waiting.written_at
+                if w.record is not None and w.record.doc_id == doc_id and _later(w, waiting)
             ]  # fmt: skip
-        return max(later, key=lambda w: w.written_at, default=None)
+        return max(later, key=lambda w: (w.written_at, w.at.offset), default=None)
 
     def decide(self, at: Position, choice: Choice) -> Waiting:
         """Write the decision on the record at `at` and commit past it, in one transaction."""
@@ -174,13 +180,15 @@ class Queue:
             shelf = self.shelves.get(at.partition)
             head = shelf.waiting[0] if shelf and shelf.waiting else None
             if head is None or head.at != at or shelf.lease is None or shelf.lease.reviewer != choice.reviewer:
-                raise NotYours(f"{at.topic}[{at.partition}]@{at.offset} is not the record you hold: reload the page")
+                raise NotYours(self._why_not_yours(at, head))
+            action = "rejected"
             if head.record is None:
                 outputs = []  # an unreadable record can only be rejected: its reason is the decision
                 if choice.action != "reject":
                     raise DecisionError(f"{head.error}: it can only be rejected")
             else:
                 fields, decision = decide(head.record, at, choice, datetime.now(UTC))
+                action = decision.action
                 key = head.record.doc_id.encode()
                 audit_key = f"{head.record.doc_id}#review@{at.partition}:{at.offset}".encode()
                 outputs = [(self.settings.topics.audit, audit_key, _encoder.encode(decision))]
@@ -190,22 +198,50 @@ class Queue:
             shelf.waiting.popleft()
             shelf.lease = None
             if head.record is not None:
-                self.decided[head.record.doc_id] = (choice.reviewer, choice.action)
+                self.decided[head.record.doc_id] = (choice.reviewer, action)
+            self.decided_at[(at.partition, at.offset)] = (choice.reviewer, action)
+            if len(self.decided_at) > REMEMBERED_MAX:
+                del self.decided_at[next(iter(self.decided_at))]
             return head
 
+    def _why_not_yours(self, at: Position, head: Waiting | None) -> str:
+        where = f"{at.topic}[{at.partition}]@{at.offset}"
+        if (by := self.decided_at.get((at.partition, at.offset))) is not None:
+            return f"{where} was already decided by {by[0]} ({by[1]}): reload the page for the next record"
+        if head is not None and head.at.offset > at.offset:
+            return f"{where} was already decided: reload the page for the next record"
+        if at.partition not in self.shelves:
+            return f"{where} is now on another desk (the group moved its partition): reload the page"
+        return f"{where} is not the record you hold (your hold ran out, or another reviewer has it): reload the page"
+
     def _transact(self, outputs: list[tuple[str, bytes, bytes]], commit: TopicPartition) -> None:
-        timeout = self.settings.kafka.transaction_timeout_s
+        """One transaction: the outputs and the review offset. librdkafka may block past its own
+        timeout once the coordinator was away (streams/kafka/deadline.py): such a producer is
+        abandoned and a new one, under the same transactional id, fences it and aborts its transaction."""
+        timeout = call_timeout_s(self.settings.kafka)
+
+        def call(what: str, run: Callable[[], None]) -> None:
+            within(timeout + GRACE_S, what, run)
+
+        group = self.consumer.consumer_group_metadata()
         try:
-            self.producer.begin_transaction()
+            call("begin_transaction", self.producer.begin_transaction)
             for topic, key, value in outputs:
                 self.producer.produce(topic, value, key)
-            self.producer.send_offsets_to_transaction([commit], self.consumer.consumer_group_metadata(), timeout)
-            self.producer.commit_transaction(timeout)
+            call(
+                "send_offsets_to_transaction",
+                lambda: self.producer.send_offsets_to_transaction([commit], group, timeout),
+            )
+            call("commit_transaction", lambda: self.producer.commit_transaction(timeout))
+        except Stuck as exc:
+            log.warning("review decision not written (%s): a new producer fences this one", exc)
+            self.producer = self._new_producer()
+            raise DecisionError(f"the decision could not be written ({exc}): try again") from exc
         except KafkaException as exc:
             log.warning("review decision not written (%s): aborting", exc)
             try:
-                self.producer.abort_transaction(timeout)
-            except KafkaException:
+                call("abort_transaction", lambda: self.producer.abort_transaction(timeout))
+            except (KafkaException, Stuck):
                 # A producer that cannot abort (fenced, fatal) is replaced; the next decision uses the new one.
                 self.producer = self._new_producer()
             raise DecisionError(f"the decision could not be written ({exc.args[0].str()}): try again") from exc
@@ -214,3 +250,11 @@ class Queue:
         with self.lock:
             self.consumer.close()
             self.producer.flush(5)
+
+
+def _later(one: Waiting, than: Waiting) -> bool:
+    """Written after: by offset in one partition (a document's key keeps its versions in one, and
+    two writes may share a millisecond), by the write time across partitions."""
+    if one.at.partition == than.at.partition:
+        return one.at.offset > than.at.offset
+    return one.written_at > than.written_at
