@@ -13,6 +13,7 @@ copied from the hand-written corpora. Also an e-mail layout (From/To/Subject, De
 from __future__ import annotations
 
 import random
+import re
 from datetime import date
 
 from ops.corpus import open_vocab as ov
@@ -46,6 +47,8 @@ TRADES_EN = (
 FORMS_EN = ("Co., Ltd.", "Co., Ltd.", "Ltd.", "Limited", "Inc.", "Corp.", "GmbH", "LLC", "Pte. Ltd.", "Co.")
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 ROADS = ("路", "大道", "街", "北路", "南路", "东路", "中路")
+MISREAD = {"0": "O", "1": "l", "5": "S", "8": "B"}
+HAN = re.compile(r"[\u4e00-\u9fff]")
 PERSON_LABELS = {"乙方", "姓名", "人物", "患者姓名", "主治医师"}
 ORG_LABELS = {"甲方", "公司名称", "工作单位", "发布机构", "组织机构"}
 PLACE_LABELS = {"签约地点", "工作地点", "地点"}
@@ -115,9 +118,14 @@ def telephone(rng: random.Random, number: str) -> str:
 
 def scanned(rng: random.Random, value: str) -> str:
     """OCR's damage that keeps the value a span: a space inside it or between every character of a short
-    one, full-width digits. Never a line break or tab: those end a value in the answer (model/answers/parse.py),
-    so a value broken across lines cannot be answered whole; breaks go around values (`broken`)."""
-    style = rng.randrange(3)
+    one, full-width digits, a digit misread as a letter (only beside hanzi: a phone or e-mail with one
+    would fail its type's check while decoding). Never a line break or tab: those end a value in the
+    answer (model/answers/parse.py), so a broken value cannot be answered whole; breaks go around values."""
+    style = rng.randrange(4)
+    digits = [i for i, c in enumerate(value) if c in MISREAD]
+    if style == 3 and digits and HAN.search(value):
+        at = rng.choice(digits)
+        return value[:at] + MISREAD[value[at]] + value[at + 1 :]
     if style == 0 and len(value) > 3:
         cut = rng.randrange(1, len(value) - 1)
         return value if " " in value[cut - 1 : cut + 1] else value[:cut] + " " + value[cut:]
@@ -165,6 +173,15 @@ def reshape(values: dict[str, list[str]], rng: random.Random) -> dict[str, list[
     return out
 
 
+def bilingual(rng: random.Random, names: tuple[str, ...]) -> str:
+    """A label's name, sometimes in Chinese and English together (姓名/Name, Tel（电话）)."""
+    chinese, english = [n for n in names if not n.isascii()], [n for n in names if n.isascii()]
+    if not chinese or not english or rng.random() < 0.6:
+        return rng.choice(names)
+    cn, en = rng.choice(chinese), rng.choice(english)
+    return rng.choice([f"{cn} {en}", f"{cn}/{en}", f"{en}（{cn}）", f"{cn}({en})"])
+
+
 def email_document(b: DocumentBuilder, values: dict[str, list[str]], kept: list[str], names, rng) -> None:
     """An e-mail: headers, a greeting, the values as lines with English or Chinese labels, a signature."""
     sender, reader = values["~联系人"][0], values["~上级"][0]
@@ -175,7 +192,7 @@ def email_document(b: DocumentBuilder, values: dict[str, list[str]], kept: list[
     b.text(rng.choice(["请查收以下信息：", "Please find below:", "详情如下"]), "\n")
     separator = rng.choice([": ", "：", ":\t", " - ", "：\n"])
     for label in kept:
-        b.text(broken(rng, rng.choice(names[label])), separator)
+        b.text(broken(rng, bilingual(rng, names[label])), separator)
         joiner = rng.choice(["、", ", ", " / "])
         for index, value in enumerate(values[label]):
             b.text(joiner if index else "").value(label, value)
