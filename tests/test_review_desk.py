@@ -102,6 +102,14 @@ def test_a_value_that_is_not_a_span_of_the_text_is_refused(spans, message) -> No
         decide(review_record("d1"), Position("r", 0, 0), Choice("ann", "accept", spans), NOW)
 
 
+def test_a_record_written_before_review_records_carried_text_can_be_accepted_or_cleared_not_set() -> None:
+    record = msgspec.structs.replace(review_record("old"), text=None)
+    fields, _ = decide(record, Position("r", 0, 0), Choice("ann", "accept", {"甲方": []}), NOW)
+    assert fields.fields["甲方"] == [] and fields.reviewed.action == "corrected"
+    with pytest.raises(DecisionError, match="no text"):
+        decide(record, Position("r", 0, 0), Choice("ann", "accept", {"乙方": [(0, 2)]}), NOW)
+
+
 def test_a_rejection_needs_a_reason_and_sends_nothing_to_fields() -> None:
     with pytest.raises(DecisionError, match="reason"):
         decide(review_record("d1"), Position("r", 0, 0), Choice("ann", "reject", {}), NOW)
@@ -332,3 +340,52 @@ def test_a_superseded_or_already_decided_document_says_so(desk) -> None:
     assert 'id="decided-before"' in page and "by ann (rejected)" in page
     stale = ann.post("/decide", data={**first, "action": "reject", "reason": "superseded"})
     assert stale.status_code == 409 and "already decided by ann (rejected)" in stale.text
+
+
+def test_review_serve_refuses_to_start_without_a_secret() -> None:
+    from click.testing import CliRunner
+
+    from streams.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["review", "serve"], env={"SEQSTREAM_REVIEW__SECRET": ""})
+    assert result.exit_code != 0 and "SEQSTREAM_REVIEW__SECRET" in result.output
+
+
+@pytest.mark.kafka
+def test_behind_a_proxy_its_header_names_the_reviewer_and_forms_still_need_the_token(desk) -> None:
+    settings, queue = desk
+    publish(settings, [review_record("h1")], partition=0)
+    poll_until([queue], lambda: queue.depth() == 1)
+    proxied = msgspec.structs.replace(settings.review, user_header="X-Forwarded-User")
+    client = TestClient(desk_app(proxied, queue), follow_redirects=False)
+    assert client.get("/").headers["location"] == "/signin"  # no header: not signed in
+    client.headers["X-Forwarded-User"] = "oidc-ann"
+    page = client.get("/").text
+    assert "oidc-ann" in page and '<h2 id="doc-id">h1</h2>' in page
+    form = form_of(page)
+    assert client.post("/decide", data={**form, "csrf": "", "action": "accept"}).status_code == 403
+    assert client.post("/decide", data={**form, "action": "accept"}).status_code == 303
+    [value] = committed_records(settings, settings.topics.fields)
+    assert msgspec.json.decode(value, type=FieldRecord).reviewed.reviewer == "oidc-ann"
+
+
+@pytest.mark.kafka
+def test_a_hold_left_by_a_closed_browser_runs_out_and_nothing_is_lost(kafka_bootstrap) -> None:
+    settings = desk_settings(kafka_bootstrap, partitions=1)
+    now = [1_000.0]
+    queue = Queue(settings, f"test-{uuid.uuid4().hex[:6]}", clock=lambda: now[0])
+    try:
+        publish(settings, [review_record("l1")])
+        poll_until([queue], lambda: queue.depth() == 1)
+        held = queue.next_for("ann")  # ann opens the page, then closes her browser
+        assert queue.next_for("bob") is None  # held for ann meanwhile
+        now[0] += settings.review.lease_s + 1
+        taken = queue.next_for("bob")
+        assert taken is held  # the same record, now bob's
+        with pytest.raises(NotYours, match="not the record you hold"):
+            queue.decide(held.at, Choice("ann", "accept", {}))
+        queue.decide(taken.at, Choice("bob", "accept", {}))
+    finally:
+        queue.close()
+    [value] = committed_records(settings, settings.topics.fields)
+    assert msgspec.json.decode(value, type=FieldRecord).reviewed.reviewer == "bob"

@@ -48,9 +48,11 @@ def reviewed_spans(record: ReviewRecord, spans: dict[str, list[tuple[int, int]]]
     """The record's fields with the reviewer's spans in place of its own, every one checked to be a
     non-blank span of the text, under a label the record asked for."""
     text = record.text
-    if text is None:
-        raise DecisionError(f"review record {record.doc_id!r} carries no text: values cannot be checked")
     fields = {label: list(record.fields.get(label, [])) for label in record.labels}
+    if text is None and any(spans.values()):
+        # Written before review records carried their text: its values can be kept or cleared, not set.
+        raise DecisionError(f"review record {record.doc_id!r} carries no text: a value cannot be set on it")
+    text = text or ""
     for label, offsets in spans.items():
         if label not in fields:
             raise DecisionError(f"{label!r} is not one of the record's labels ({', '.join(record.labels)})")
