@@ -401,7 +401,8 @@ class AuditRecord(msgspec.Struct, kw_only=True):
 
 class ReviewDecision(msgspec.Struct, kw_only=True, tag="review_decision", tag_field="kind"):
     """What a reviewer decided on the review desk, on the audit topic beside the decode traces
-    (`AuditRecord`, which has no `kind`), keyed by `doc_id`: every decision, rejections included."""
+    (`AuditRecord`, which has no `kind`), keyed by `DOC_ID#review@PARTITION:OFFSET` (so compaction keeps
+    each decision and the document's trace, keyed by `doc_id`): every decision, rejections included."""
 
     schema_version: int = SCHEMA_VERSION
     doc_id: str
