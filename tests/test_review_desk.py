@@ -389,3 +389,28 @@ def test_a_hold_left_by_a_closed_browser_runs_out_and_nothing_is_lost(kafka_boot
         queue.close()
     [value] = committed_records(settings, settings.topics.fields)
     assert msgspec.json.decode(value, type=FieldRecord).reviewed.reviewer == "bob"
+
+
+@pytest.mark.kafka
+def test_review_serve_runs_the_desk_on_its_port_and_stops_on_sigterm(kafka_bootstrap) -> None:
+    from ops.stress.worker_process import free_port, http_get
+
+    settings = desk_settings(kafka_bootstrap, partitions=1)
+    publish(settings, [review_record("srv1")])
+    port = free_port()
+    env = {**os.environ, "SEQSTREAM_KAFKA__BOOTSTRAP_SERVERS": kafka_bootstrap, "SEQSTREAM_REVIEW__SECRET": SECRET}
+    env |= {"SEQSTREAM_TOPICS__REVIEW": settings.topics.review, "SEQSTREAM_REVIEW__GROUP_ID": settings.review.group_id}
+    command = [sys.executable, "-m", "streams.cli.main", "review", "serve", "--port", str(port), "--instance", "srv"]
+    server = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while http_get(f"http://127.0.0.1:{port}/healthz")[0] != 200:
+            assert server.poll() is None, server.stdout.read().decode()[-2000:]
+            assert time.monotonic() < deadline, "the desk never answered"
+            time.sleep(0.5)
+        status, body = http_get(f"http://127.0.0.1:{port}/signin")
+        assert status == 200 and b'name="secret"' in body
+    finally:
+        server.terminate()
+        output = server.communicate(timeout=30)[0].decode()
+    assert server.returncode == 0 and "review desk srv stopped" in output, output[-2000:]

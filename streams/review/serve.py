@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import signal
 import threading
+from types import FrameType
 
 import uvicorn
 from confluent_kafka import KafkaException
@@ -38,9 +40,19 @@ def serve(settings: Settings, instance: str) -> None:
     reader = threading.Thread(target=read_queue, args=(queue, stop), name="review-queue", daemon=True)
     reader.start()
     log.info("review desk %s on http://%s:%d/ (group %s)", instance, review.host, review.port, review.group_id)
+    # uvicorn shuts down on SIGTERM/SIGINT, puts back the handlers it found and raises the signal
+    # again: with these, that ends in SystemExit(0) here instead of killing the process, so the
+    # queue below is closed (its consumer leaves the group at once) and the desk exits 0 like a sink.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _exit)
     try:
         uvicorn.Server(uvicorn.Config(app, host=review.host, port=review.port, log_level="warning")).run()
     finally:
         stop.set()
         reader.join(5)
         queue.close()
+        log.info("review desk %s stopped", instance)
+
+
+def _exit(_signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(0)
