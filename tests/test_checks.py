@@ -56,6 +56,7 @@ def test_names_cut_inside_a_word_are_flagged(corpus) -> None:
         ("freeform-resume-02", "姓名", "罗文"),  # jieba: 罗文/斌, the 斌 left off
         ("freeform-resume-02", "姓名", "文斌"),  # the surname left off
         ("freeform-contract-01", "甲方", "州云栖数智科技有限公司"),  # a company cut inside its city, 杭州
+        ("freeform-contract-02", "甲方", "成都"),  # a word, but the head of 成都锦江物流股份有限公司
     ],
 )
 def test_known_truncations_are_flagged_and_say_where(corpus, doc_id: str, label: str, cut: str) -> None:

@@ -14,11 +14,12 @@ decode loop), documents with a typed or name-like label left empty are read by B
    log-probability of the answer `label: candidate` after a one-label prompt, every candidate of the
    batch in a few batched forwards. `None` is not among them, so the model must choose.
 
-The pick becomes the label's value in the review record, beside a `lexicon_backoff` reason, and every
-candidate with its share among them in `Extraction.candidates` (the review desk's one-click list).
-Measured on the hand-written corpora (issue 31), the model's picks are right often but not reliably
-enough for BI, so a backed-off value never reaches the fields topic on its own: the record it is in
-goes to review by the reason that triggered the backoff.
+The pick becomes the label's value, and every candidate with its share among them goes into
+`Extraction.candidates` (the review desk's one-click list). Measured on the hand-written corpora
+(issue 31), the model's picks are right often but not reliably enough for BI: a pick goes to review
+beside a `lexicon_backoff` reason, unless the check in model/answers/vouch.py vouches for it (a lone
+phone, e-mail or date of the label's type from the typed detectors). A vouched pick answers the
+`unclaimed_value` reason that asked for it, so its record may go to fields.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from __future__ import annotations
 import copy
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -33,10 +35,11 @@ import msgspec
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from model.answers.checks import PARTY_LABELS, PLACE_LABELS, unclaimed_entities
+from model.answers.checks import PARTY_LABELS, PLACE_LABELS, claimed, label_kind, taken_values, unclaimed_entities
 from model.answers.parse import format_extraction
 from model.answers.prompt import encode_prompts
 from model.answers.validate import Extraction
+from model.answers.vouch import vouched
 from model.clock import ms_since
 from model.values.entities import Entity, EntityFinder, EntityTag
 from model.values.lexicon import organisation_suffixes
@@ -80,7 +83,9 @@ def open_labels(doc: Document, extraction: Extraction) -> list[str]:
     return [label for label in doc.labels if not extraction.fields.get(label) and any(sources(doc, label))]
 
 
-def offered(doc: Document, label: str, entities: Sequence[Entity], taken: Sequence[str]) -> list[Candidate]:
+def offered(
+    doc: Document, label: str, entities: Sequence[Entity], taken: Sequence[tuple[str, str | None]]
+) -> list[Candidate]:
     """A label's candidates: its sources' values that no label took, each once, in order of appearance."""
     tags, types = sources(doc, label)
     found = [Candidate(text=e.text, start=e.start, end=e.end, score=0.0, source=f"lac:{e.tag}") for e in entities]
@@ -98,7 +103,7 @@ def offered(doc: Document, label: str, entities: Sequence[Entity], taken: Sequen
     unique: dict[str, Candidate] = {}
     for candidate in sorted(found, key=lambda c: (c.start, -c.end)):
         text = candidate.text.strip()
-        if text and text not in unique and not any(text in t or t in text for t in taken):
+        if text and text not in unique and not claimed(text, label_kind(doc, label), taken):
             unique[text] = candidate
     return list(unique.values())[:MAX_CANDIDATES]
 
@@ -136,14 +141,14 @@ class Backoff:
         found = self.find.many([doc.text for doc, _, _ in todo])
         cost.lexicon_documents, cost.lexicon_ms = len(todo), ms_since(started)
         started = time.perf_counter()
-        asks: list[tuple[Extraction, str, list[Candidate], list[int]]] = []
+        asks: list[tuple[Document, Extraction, str, list[Candidate], list[int]]] = []
         for (doc, extraction, labels), entities in zip(todo, found, strict=True):
             extraction.reasons += unclaimed_entities(doc, extraction.fields, entities, extraction.reasons)
             flagged = {r.label for r in extraction.reasons if r.code == ReviewCode.UNCLAIMED_VALUE}
             empty = any(r.code == ReviewCode.EMPTY_RECORD for r in extraction.reasons)
             if not extraction.needs_review:
                 continue
-            taken = [span.text for spans in extraction.fields.values() for span in spans]
+            taken = taken_values(doc, extraction.fields)
             for label in labels:
                 if label not in flagged and not empty:
                     continue
@@ -152,11 +157,14 @@ class Backoff:
                 # What the prompt holds, and a window of the record read (spans say which).
                 candidates = [c for c in candidates if c.end <= prompt[1] and _read(extraction, c)]
                 if candidates:
-                    asks.append((extraction, label, candidates, prompt[0]))
-        pairs = [(prompt, self._answer(label, c.text)) for _, label, cs, prompt in asks for c in cs]
+                    asks.append((doc, extraction, label, candidates, prompt[0]))
+        pairs = [(prompt, self._answer(label, c.text)) for _, _, label, cs, prompt in asks for c in cs]
         scores = iter(self.score(pairs) if pairs else [])
-        for extraction, label, candidates, _ in asks:
-            _pick(extraction, label, candidates, [next(scores) for _ in candidates])
+        # A value offered to two labels of one document can be at most one's: none vouches for it.
+        offers = Counter((id(extraction), c.text) for _, extraction, _, cs, _ in asks for c in cs)
+        for doc, extraction, label, candidates, _ in asks:
+            alone = all(offers[id(extraction), c.text] == 1 for c in candidates)
+            _pick(doc, extraction, label, candidates, [next(scores) for _ in candidates], alone)
         cost.labels, cost.candidates = len(asks), len(pairs)
         cost.score_ms = ms_since(started)
         return cost
@@ -176,8 +184,11 @@ def _read(extraction: Extraction, candidate: Candidate) -> bool:
     return any(w.start <= candidate.start and candidate.end <= w.end for w in extraction.windows)
 
 
-def _pick(extraction: Extraction, label: str, candidates: list[Candidate], logprobs: list[float]) -> None:
-    """The model's choice among `candidates`: each one's share of their summed probability."""
+def _pick(
+    doc: Document, extraction: Extraction, label: str, candidates: list[Candidate], logprobs: list[float], alone: bool
+) -> None:
+    """The model's choice among `candidates`: each one's share of their summed probability; to review
+    unless vouched for (model/answers/vouch.py) and offered to no other label (`alone`)."""
     top = max(logprobs)
     weights = [math.exp(lp - top) for lp in logprobs]
     total = sum(weights)
@@ -192,6 +203,12 @@ def _pick(extraction: Extraction, label: str, candidates: list[Candidate], logpr
     extraction.fields[label] = [
         Span(text=pick.text, start=pick.start, end=pick.end, confidence=pick.score, margin=0.0, window=window)
     ]
+    if alone and vouched(doc, label, scored):
+        # The label has its value now: the cross-check's reason for it is answered.
+        extraction.reasons = [
+            r for r in extraction.reasons if not (r.code == ReviewCode.UNCLAIMED_VALUE and r.label == label)
+        ]
+        return
     extraction.reasons.append(
         ReviewReason(
             code=ReviewCode.LEXICON_BACKOFF,

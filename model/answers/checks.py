@@ -20,6 +20,7 @@ the merged extraction (model/windows/engine.py), not on each window.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from model.answers.words import Words, words_of
@@ -90,6 +91,9 @@ def boundary_problem(doc: Document, label: str, value: str) -> str | None:
     in the source starts and ends on word edges (a value may be written more than once)."""
     if not name_like(doc, label):
         return None
+    head = _head_of_organisation(doc, label, value)
+    if head is not None:
+        return head
     person = doc.field_types.get(label) == "person" or label in PARTY_LABELS
     words = words_of(doc.text)
     why = None
@@ -100,6 +104,19 @@ def boundary_problem(doc: Document, label: str, value: str) -> str | None:
             return None
         start = doc.text.find(value, start + 1)
     return why
+
+
+def _head_of_organisation(doc: Document, label: str, value: str) -> str | None:
+    """An organisation's or party's value that is part of an organisation the text names, not its
+    tail: 成都 for 成都锦江物流股份有限公司 is a word of its own to jieba, so the word edges let it
+    through (it went to fields as the party; issue 31). The tail is allowed: the detector's mention
+    may run left into the words before the name."""
+    if doc.field_types.get(label) != "organisation" and label not in PARTY_LABELS:
+        return None
+    if value in words_of(doc.text).persons:
+        return None  # a person's name before a loose mention (宋志远自愿加入青岛…有限公司)
+    whole = next((m for m in mentions(doc.text)["organisation"] if value in m and not m.endswith(value)), None)
+    return None if whole is None else f"part of the organisation {whole!r}"
 
 
 def _cut(text: str, words: Words, start: int, end: int, person: bool) -> str | None:
@@ -126,7 +143,7 @@ def document_reasons(doc: Document, fields: Mapping[str, Sequence[Span]]) -> lis
 
 
 def unclaimed_values(doc: Document, fields: Mapping[str, Sequence[Span]]) -> list[ReviewReason]:
-    taken = [span.text for spans in fields.values() for span in spans]
+    taken = taken_values(doc, fields)
     empty_by_type: dict[str, list[str]] = {}
     for label in doc.labels:
         kind = doc.field_types.get(label) or ("party" if label in PARTY_LABELS else None)
@@ -134,8 +151,7 @@ def unclaimed_values(doc: Document, fields: Mapping[str, Sequence[Span]]) -> lis
             empty_by_type.setdefault(kind, []).append(label)
     reasons = []
     for kind, labels in empty_by_type.items():
-        # Claimed: some label's value holds the mention or is part of it (a date inside a period).
-        free = [m for m in typed_mentions(doc.text)[kind] if not any(m in t or t in m for t in taken)]
+        free = [m for m in typed_mentions(doc.text)[kind] if not claimed(m, kind, taken)]
         if free:
             reasons += [
                 ReviewReason(
@@ -174,7 +190,7 @@ def unclaimed_entities(
     if doc.task != "extract":
         return []
     flagged = {r.label for r in reasons if r.code == ReviewCode.UNCLAIMED_VALUE}
-    taken = [span.text for spans in fields.values() for span in spans]
+    taken = taken_values(doc, fields)
     out = []
     for label in doc.labels:
         kind = doc.field_types.get(label) or (
@@ -187,7 +203,7 @@ def unclaimed_entities(
                 e.text
                 for e in entities
                 if e.tag in ENTITY_CHECKS[kind]
-                and not any(e.text in t or t in e.text for t in taken)
+                and not claimed(e.text, kind, taken)
                 and not (e.tag == "LOC" and in_address(doc.text, e.start))
                 and not (e.tag == "ORG" and e.text in organisation_suffixes())
             )
@@ -202,6 +218,40 @@ def unclaimed_entities(
                 )
             )
     return out
+
+
+# Kinds whose values may name one another: a contract's party is a person or an organisation.
+_NAMES = frozenset({"person", "organisation", "party"})
+
+
+def label_kind(doc: Document, label: str) -> str | None:
+    """The kind of value a label holds: its type, or party / place for the untyped name labels."""
+    kind = doc.field_types.get(label)
+    return kind or ("party" if label in PARTY_LABELS else "place" if label in PLACE_LABELS else None)
+
+
+def taken_values(doc: Document, fields: Mapping[str, Sequence[Span]]) -> list[tuple[str, str | None]]:
+    """Every value the record holds, with its label's kind."""
+    return [(span.text, label_kind(doc, label)) for label, spans in fields.items() for span in spans]
+
+
+def claimed(mention: str, kind: str | None, taken: Sequence[tuple[str, str | None]]) -> bool:
+    """Whether a label took the mention: a value holds it, or is part of it and of its kind (a date
+    inside a longer date). A value of another kind inside it claims nothing: the place 厦门 that
+    工作地点 took leaves 厦门鹭岛餐饮管理有限公司 unclaimed (it did, and a job ad with its company
+    answered None went to fields; issue 31)."""
+    return any(mention in text or (text in mention and _part_claims(mention, kind, text, k)) for text, k in taken)
+
+
+def _part_claims(mention: str, kind: str | None, part: str, part_kind: str | None) -> bool:
+    """A name's part claims it only as its tail: an organisation detector's mention may run left into
+    the words before the name (委托方杭州…有限公司), but a party answered 成都 for 成都锦江物流股份有限公司
+    is a name cut short (it went to fields; issue 31)."""
+    if {kind, part_kind} <= _NAMES:
+        return mention.endswith(part)
+    # Of another kind, it claims a mention that is little more than itself: LAC's 永安市） is the
+    # place 永安市, not a second organisation (a generated news item went to review for it).
+    return kind == part_kind or len(re.sub(r"\W", "", mention.replace(part, ""))) < 2
 
 
 def typed_mentions(text: str) -> dict[str, tuple[str, ...]]:

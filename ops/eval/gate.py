@@ -1,0 +1,105 @@
+"""`python -m ops.eval.gate`: why records go to review, measured per corpus (the gate's calibration).
+
+For each corpus (default: the hand-written ones in ops/corpus), the product's records are read
+against the truth and tabulated:
+
+- routing: values found, records to fields, and of the values expected in fields-routed records the
+  share wrong or missing (what `seqstream-ops eval` prints), plus the records whose every value is
+  right (no gate can route more records to fields with nothing wrong);
+- review codes: records per code, and the labels the per-label codes name;
+- entropy alarms: the alarmed deciding steps, by whether the value they decided is right, and how
+  many of those values the confidence gate flags too;
+- the lexicon backoff's picks (model/answers/backoff.py), by source (a LAC tag or a typed detector),
+  one candidate or several, right or wrong, and which of them the check vouched for
+  (model/answers/vouch.py, whose table comes from this one).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from model.answers.validate import Extraction
+from model.build import build_engine
+from model.config import EngineSettings
+from ops.eval.accuracy import normalise, read_corpus
+from ops.eval.peers import hand_written_corpora
+from schemas.messages import Document, ReviewCode
+
+
+def measure(docs: Sequence[Document], extractions: Sequence[Extraction], truth) -> dict[str, Counter]:
+    out = {name: Counter() for name in ("routing", "codes", "labels", "alarms", "picks")}
+    for doc, ex in zip(docs, extractions, strict=True):
+        want = {
+            label: {normalise(v, doc.field_types.get(label)) for v in truth[doc.doc_id].get(label, [])}
+            for label in doc.labels
+        }
+        got = {
+            label: {normalise(s.text, doc.field_types.get(label)) for s in ex.fields.get(label, [])}
+            for label in doc.labels
+        }
+        routing = out["routing"]
+        routing["documents"] += 1
+        routing["values"] += sum(len(w) for w in want.values())
+        routing["found"] += sum(len(got[label] & want[label]) for label in doc.labels)
+        routing["all right"] += all(got[label] == want[label] for label in doc.labels)
+        if not ex.needs_review:
+            routing["to fields"] += 1
+            routing["expected in fields"] += sum(len(w) for w in want.values())
+            routing["wrong or missing in fields"] += sum(len(want[label] - got[label]) for label in doc.labels)
+        for code in {r.code.value for r in ex.reasons}:
+            out["codes"][code] += 1
+        for r in ex.reasons:
+            if r.label is not None:
+                out["labels"][f"{r.code.value} {r.label}"] += 1
+        doubted = {(r.label, r.value) for r in ex.reasons if r.code == ReviewCode.LOW_CONFIDENCE}
+        for step in ex.alarmed:
+            if step.value is None:
+                out["alarms"]["a label's None-or-value step"] += 1
+                continue
+            right = normalise(step.value, doc.field_types.get(step.label or "")) in want.get(step.label or "", set())
+            also = "also low_confidence" if (step.label, step.value) in doubted else "alarm alone"
+            out["alarms"][f"value {'right' if right else 'wrong'}, {also}"] += 1
+        backed_off = {r.label for r in ex.reasons if r.code == ReviewCode.LEXICON_BACKOFF}
+        for label, candidates in ex.candidates.items():
+            pick = next(c for c in candidates if c.picked)
+            right = normalise(pick.text, doc.field_types.get(label)) in want[label]
+            shape = "one candidate" if len(candidates) == 1 else "several"
+            where = "review" if label in backed_off else "fields"
+            out["picks"][f"{pick.source:10s} {shape:13s} {where:6s} {'right' if right else 'wrong'}"] += 1
+    return out
+
+
+def report(name: str, counts: dict[str, Counter]) -> str:
+    r = counts["routing"]
+    lines = [
+        f"== {name}",
+        f"documents {r['documents']}, to fields {r['to fields']}, every value right {r['all right']}; "
+        f"values found {r['found']}/{r['values']} ({r['found'] / max(r['values'], 1):.1%}); "
+        f"wrong or missing in fields-routed records {r['wrong or missing in fields']}/{r['expected in fields']}",
+    ]
+    for title in ("codes", "labels", "alarms", "picks"):
+        lines.append(f"-- {title}")
+        lines += [f"  {n:4d}  {key}" for key, n in sorted(counts[title].items(), key=lambda kv: (-kv[1], kv[0]))]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("files", nargs="*", type=Path, help="corpora with truth (default: the hand-written ones)")
+    parser.add_argument("--model", default="model/demo")
+    parser.add_argument("--batch", type=int, default=8)
+    args = parser.parse_args(argv)
+    engine = build_engine(EngineSettings(path=args.model))
+    for path in args.files or hand_written_corpora():
+        docs, truth, _ = read_corpus(path)
+        extractions = []
+        for start in range(0, len(docs), args.batch):
+            extractions += engine.extract(docs[start : start + args.batch]).extractions
+        print(report(str(path), measure(docs, extractions, truth)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
