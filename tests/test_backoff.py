@@ -245,3 +245,20 @@ def test_a_place_inside_a_company_name_does_not_claim_the_company() -> None:
     # A party's value that is the head of a company's name leaves the name unclaimed (cut short).
     assert not claimed("成都锦江物流股份有限公司", "party", [("成都", "party")])
     assert claimed("委托方成都锦江物流股份有限公司", "party", [("成都锦江物流股份有限公司", "party")])
+
+
+def test_a_lone_value_offered_to_two_labels_is_vouched_for_neither(tiny) -> None:
+    model, tokenizer = tiny
+    backoff = Backoff(finder(), ModelScorer(model, int(tokenizer.pad_token_id)), tokenizer, 1024)
+    text = "员工张伟入职手续已办妥，请致电13812345678确认。"
+    raw = {"doc_id": "d", "text": text, "labels": ["本人电话", "紧急联系电话"]}
+    raw["field_types"] = {"本人电话": "phone", "紧急联系电话": "phone"}
+    doc = decode_document(json.dumps(raw, ensure_ascii=False).encode(), 1 << 20)
+    extraction = Extraction(doc_id="d", windows=[TextWindow(start=0, end=len(text))])
+    extraction.reasons += document_reasons(doc, extraction.fields)
+    backoff([doc], [extraction])
+    # The one phone is each label's only candidate, but it can be at most one's: both go to review.
+    for label in ("本人电话", "紧急联系电话"):
+        assert [(c.text, c.source) for c in extraction.candidates[label]] == [("13812345678", "phone")]
+    backed_off = {r.label for r in extraction.reasons if r.code == ReviewCode.LEXICON_BACKOFF}
+    assert backed_off == {"本人电话", "紧急联系电话"} and extraction.needs_review
