@@ -107,6 +107,8 @@ def test_a_reviewer_in_chromium_accepts_a_candidate_corrects_a_value_and_rejects
     chromium, kafka_bootstrap, tiny_model_dir, tmp_path
 ) -> None:
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as expected
+    from selenium.webdriver.support.ui import WebDriverWait
 
     group = f"desk-{uuid.uuid4().hex[:6]}"
     overrides = {"topics__partitions": "1", "review__secret": SECRET, "review__group_id": group}
@@ -120,6 +122,7 @@ def test_a_reviewer_in_chromium_accepts_a_candidate_corrects_a_value_and_rejects
         chromium.find_element(By.ID, "reviewer").send_keys("ann")
         chromium.find_element(By.ID, "secret").send_keys(SECRET)
         chromium.find_element(By.ID, "signin").click()
+        WebDriverWait(chromium, 30).until(expected.presence_of_element_located((By.ID, "doc-id")))
         seen = shown(chromium)
         if os.environ.get("SEQSTREAM_UPDATE_SCREENSHOT"):
             DOCS.mkdir(exist_ok=True)
@@ -131,7 +134,8 @@ def test_a_reviewer_in_chromium_accepts_a_candidate_corrects_a_value_and_rejects
 
         done: dict[str, tuple[str, str]] = {}  # action -> (doc_id, what was chosen)
         for _ in range(4):
-            doc_id = chromium.find_element(By.ID, "doc-id").text
+            heading = chromium.find_element(By.ID, "doc-id")
+            doc_id = heading.text
             candidates = chromium.find_elements(By.CSS_SELECTOR, "input.candidate")
             if "candidate" not in done and candidates:
                 candidates[0].click()
@@ -149,6 +153,8 @@ def test_a_reviewer_in_chromium_accepts_a_candidate_corrects_a_value_and_rejects
                 done["reject"] = (doc_id, "")
             else:
                 break
+            # A click returns before the next page has loaded: wait for this one to go.
+            WebDriverWait(chromium, 30).until(expected.staleness_of(heading))
             assert doc_id in chromium.find_element(By.ID, "message").text
         assert set(done) == {"candidate", "correct", "reject"}, f"no record offered a candidate: {done}"
     finally:
