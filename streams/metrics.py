@@ -121,6 +121,37 @@ SINK_APPLIED = Counter(
 )
 
 
+# `seqstream review serve` (streams/review/), a process of its own: its /metrics on the desk's port.
+REVIEW_REGISTRY = CollectorRegistry(auto_describe=True)
+ProcessCollector(registry=REVIEW_REGISTRY)
+REVIEW_BACKLOG = Gauge(
+    "seqstream_review_backlog",
+    "Review records waiting for a decision, per review-topic partition this desk holds: log end offset minus "
+    "the offset of the oldest undecided record (set when scraped).",
+    ["topic", "partition"],
+    registry=REVIEW_REGISTRY,
+)
+REVIEW_DECISIONS = Counter(
+    "seqstream_review_decisions",
+    "Decisions written (fields, audit and offset in one transaction), by action: accepted, corrected, rejected.",
+    ["action"],
+    registry=REVIEW_REGISTRY,
+)
+REVIEW_DECISION_SECONDS = Histogram(
+    "seqstream_review_decision_seconds",
+    "From the review record's Kafka timestamp (when the worker wrote it) to its decision.",
+    buckets=(60, 300, 900, 1800, 3600, 4 * 3600, 12 * 3600, 86400, 3 * 86400, 7 * 86400),
+    registry=REVIEW_REGISTRY,
+)
+for _action in ("accepted", "corrected", "rejected"):
+    REVIEW_DECISIONS.labels(action=_action)
+
+
+def observe_review_decision(action: str, waited_s: float) -> None:
+    REVIEW_DECISIONS.labels(action=action).inc()
+    REVIEW_DECISION_SECONDS.observe(max(waited_s, 0.0))
+
+
 def observe_stage(stage: str, seconds: float) -> None:
     STAGE_SECONDS.labels(stage=stage).observe(max(seconds, 0.0))
 

@@ -72,7 +72,7 @@ def test_metric_names_reads_promql(expr: str, names: set[str]) -> None:
 
 def _families() -> list:
     """The worker's metric families and the PostgreSQL sink's (a process and a registry of its own)."""
-    return [*metrics.REGISTRY.collect(), *metrics.SINK_REGISTRY.collect()]
+    return [*metrics.REGISTRY.collect(), *metrics.SINK_REGISTRY.collect(), *metrics.REVIEW_REGISTRY.collect()]
 
 
 def test_dashboard_queries_only_exported_metrics() -> None:

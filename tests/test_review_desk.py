@@ -256,6 +256,10 @@ def test_accept_correct_and_reject_reach_fields_and_audit_once_each(desk) -> Non
         response = ann.post("/decide", data={**form_of(page), **choice})
         assert response.status_code == 303, response.text
     assert 'id="empty"' in ann.get("/").text
+    scraped = ann.get("/metrics").text  # the desk's own /metrics: what the Grafana panel and the alert read
+    assert f'seqstream_review_backlog{{partition="0",topic="{settings.topics.review}"}} 0.0' in scraped
+    assert 'seqstream_review_decisions_total{action="rejected"}' in scraped
+    assert "seqstream_review_decision_seconds_count" in scraped
     fields = [msgspec.json.decode(v, type=FieldRecord) for v in committed_records(settings, settings.topics.fields)]
     assert sorted(f.doc_id for f in fields) == ["a1", "c1"]
     by_id = {f.doc_id: f for f in fields}

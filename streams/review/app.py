@@ -15,6 +15,7 @@ import secrets
 from pathlib import Path
 
 import jinja2
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
@@ -23,6 +24,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
+from streams import metrics
 from streams.review.decision import Choice, DecisionError, Position
 from streams.review.page import desk_view
 from streams.review.queue import Queue
@@ -115,12 +117,19 @@ def desk_app(review: ReviewSettings, queue: Queue) -> Starlette:
     async def health(_request: Request) -> Response:
         return PlainTextResponse("ok")
 
+    async def scrape(_request: Request) -> Response:
+        metrics.REVIEW_BACKLOG.clear()  # partitions moved to another desk leave this one's series
+        for partition, waiting in queue.backlog().items():
+            metrics.REVIEW_BACKLOG.labels(topic=queue.topic, partition=str(partition)).set(waiting)
+        return Response(generate_latest(metrics.REVIEW_REGISTRY), media_type=CONTENT_TYPE_LATEST)
+
     routes = [
         Route("/", desk),
         Route("/signin", sign_in, methods=["GET", "POST"]),
         Route("/signout", sign_out, methods=["POST"]),
         Route("/decide", decide, methods=["POST"]),
         Route("/healthz", health),
+        Route("/metrics", scrape),
     ]
     session = Middleware(SessionMiddleware, secret_key=review.secret, same_site="strict", session_cookie="desk")
     return Starlette(routes=routes, middleware=[session])

@@ -25,6 +25,7 @@ import msgspec
 from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 
 from schemas.messages import ReviewRecord
+from streams import metrics
 from streams.kafka.clients import client_config, polled_messages
 from streams.kafka.deadline import GRACE_S, Stuck, call_timeout_s, within
 from streams.review.decision import Choice, DecisionError, Position, decide, decode_review
@@ -141,6 +142,17 @@ class Queue:
                 self.consumer.pause(tp) if full else self.consumer.resume(tp)
                 shelf.paused = full
 
+    def backlog(self) -> dict[int, int]:
+        """Per partition held: records not yet decided, read or not (log end minus the oldest undecided)."""
+        with self.lock:
+            out = {}
+            for partition, shelf in self.shelves.items():
+                tp = TopicPartition(self.topic, partition)
+                _, end = self.consumer.get_watermark_offsets(tp, cached=True)
+                oldest = shelf.waiting[0].at.offset if shelf.waiting else self.consumer.position([tp])[0].offset
+                out[partition] = max(end - oldest, 0) if end >= 0 and oldest >= 0 else len(shelf.waiting)
+            return out
+
     def depth(self) -> int:
         with self.lock:
             return sum(len(s.waiting) for s in self.shelves.values())
@@ -195,6 +207,7 @@ class Queue:
                 if fields is not None:
                     outputs.append((self.settings.topics.fields, key, _encoder.encode(fields)))
             self._transact(outputs, TopicPartition(at.topic, at.partition, at.offset + 1))
+            metrics.observe_review_decision(action, self.clock() - head.written_at)
             shelf.waiting.popleft()
             shelf.lease = None
             if head.record is not None:
