@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -76,21 +78,24 @@ def run_demo(settings: Settings, documents: int, keep_running: bool) -> None:
     lines = [msgspec.json.encode(raw) for raw in samples] + MALFORMED
     expected = {raw["doc_id"] for raw in samples}
     worker = _start_worker(settings)
+    desk = _start_desk(settings)
     try:
         click.secho(f"publishing {len(samples)} sample documents and {len(MALFORMED)} malformed messages", fg="cyan")
         produce_lines(settings, settings.topics.raw, lines)
-        _show_results(settings, expected, len(MALFORMED))
+        reviews = _show_results(settings, expected, len(MALFORMED))
+        _show_desk(settings, reviews, keep_running)
         if keep_running:
-            click.secho("broker and worker keep running; Ctrl-C stops them", fg="cyan")
+            click.secho("broker, worker and review desk keep running; Ctrl-C stops them", fg="cyan")
             worker.wait()
     except KeyboardInterrupt:
         pass
     finally:
-        worker.terminate()
-        try:
-            worker.wait(30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
+        for process in (desk, worker):
+            process.terminate()
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
         if broker is not None:
             broker.stop()
 
@@ -133,7 +138,48 @@ def _start_worker(settings: Settings) -> subprocess.Popen:
     )
 
 
-def _show_results(settings: Settings, expected: set[str], malformed: int, timeout_s: float = 300) -> None:
+def _start_desk(settings: Settings) -> subprocess.Popen:
+    """The review desk on the demo's topics; a secret made up for this run unless one is set."""
+    settings.review.secret = settings.review.secret or f"demo-{secrets.token_hex(4)}"
+    env = {
+        **os.environ,
+        "SEQSTREAM_KAFKA__BOOTSTRAP_SERVERS": settings.kafka.bootstrap_servers,
+        "SEQSTREAM_REVIEW__SECRET": settings.review.secret,
+        "SEQSTREAM_REVIEW__PORT": str(settings.review.port),
+    }
+    log = (DEMO_DIR / "desk.log").open("ab")
+    return subprocess.Popen(
+        [sys.executable, "-m", "streams.cli.main", "review", "serve"], env=env, stdout=log, stderr=subprocess.STDOUT
+    )
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def _show_desk(settings: Settings, reviews: int, keep_running: bool) -> None:
+    url = f"http://{settings.review.host}:{settings.review.port}/"
+    deadline = time.monotonic() + 15
+    while not _answers(url + "healthz") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    if not _answers(url + "healthz"):
+        click.secho(f"the review desk did not answer at {url} (its log: {DEMO_DIR / 'desk.log'})", fg="red")
+        return
+    click.secho(
+        f"\nreview desk: {url} holds {reviews} review records; sign in with any name and the secret "
+        f"{settings.review.secret!r}",
+        bold=True,
+    )
+    if not keep_running:
+        click.echo("  (the demo stops here: `ops/dev.sh demo --keep-running` leaves the desk up to use it)")
+
+
+def _show_results(settings: Settings, expected: set[str], malformed: int, timeout_s: float = 300) -> int:
+    """Print every record the samples produced, then the counts; returns how many went to review."""
     t = settings.topics
     seen: set[str] = set()
     counts: Counter[str] = Counter()
@@ -157,3 +203,4 @@ def _show_results(settings: Settings, expected: set[str], malformed: int, timeou
         f"  all {len(expected)} documents accounted for" if not missing else f"  {len(missing)} documents not seen yet",
         fg="green" if not missing else "red",
     )
+    return counts[t.review]
