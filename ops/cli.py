@@ -161,6 +161,20 @@ def corpus_generate(count: int, seed: int, noise: float, long_documents: bool, o
     click.echo(f"wrote {written} documents to {output} and their ground truth to {truth_path(output)}")
 
 
+@corpus.command("from-reviews")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option("--idle-timeout", type=float, default=5.0, show_default=True, help="Seconds without a new message.")
+@click.pass_context
+def corpus_from_reviews(ctx: click.Context, output: Path, idle_timeout: float) -> None:
+    """The review desk's accepted and corrected decisions as FILE.jsonl and FILE.truth.jsonl: a corpus
+    to score on (`eval FILE`) and to fine-tune on (`demo-model build --corpus FILE`, or SeqGPT's own)."""
+    from ops.corpus.from_reviews import reviewed_documents, write_reviewed
+    from ops.corpus.generate import truth_path
+
+    written = write_reviewed(output, reviewed_documents(ctx.obj, idle_timeout))
+    click.echo(f"wrote {written} reviewed documents to {output} and their values to {truth_path(output)}")
+
+
 @cli.command("eval")
 @click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="A corpus (or FILES).")
@@ -237,6 +251,12 @@ def demo_model() -> None:
     default="",
     help="Shares of the data mix, e.g. open=0.25,free=0.3,fragment=0.2 (default: ops.train.demo_data.DataMix's).",
 )
+@click.option(
+    "--corpus",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="A labelled corpus mixed into training (e.g. `corpus from-reviews` output): --mix reviewed= sets its share.",
+)
 def demo_model_build(
     train_dir: Path | None,
     stop_after: float | None,
@@ -252,6 +272,7 @@ def demo_model_build(
     warmup: int | None,
     init_from: Path | None,
     mix: str,
+    corpus: Path | None,
 ) -> None:
     """Train the demo model from its seed, resuming from the last checkpoint if there is one.
 
@@ -282,6 +303,7 @@ def demo_model_build(
         device=device,
         workers=workers,
         init_from=init_from,
+        corpus=corpus,
     )
     click.echo(f"snapshot: {snapshot}; `seqstream-ops demo-model export` evaluates and ships the best")
 

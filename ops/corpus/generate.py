@@ -130,3 +130,19 @@ def read_truth(path: Path) -> dict[str, dict[str, list[str]]]:
             entry = json.loads(line)
             out[entry["doc_id"]] = {label: [s["text"] for s in spans] for label, spans in entry["ground_truth"].items()}
     return out
+
+
+def read_documents(path: Path) -> list[GeneratedDocument]:
+    """A corpus file and its sidecar back as labelled documents (e.g. `corpus from-reviews`' output)."""
+    texts = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            raw = json.loads(line)
+            texts[raw["doc_id"]] = raw["text"]
+    out = []
+    for line in truth_path(path).read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            entry = json.loads(line)
+            truth = {label: [TruthSpan(**s) for s in spans] for label, spans in entry["ground_truth"].items()}
+            out.append(GeneratedDocument(entry["doc_id"], entry["kind"], texts[entry["doc_id"]], truth))
+    return out

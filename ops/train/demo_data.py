@@ -61,6 +61,9 @@ class DataMix:
     shuffled: float = 0.5
     dropped: float = 0.2
     foreign: float = 0.4
+    # Of each step's candidates, drawn from a labelled corpus given to the run (`--corpus`: e.g. the
+    # review desk's decisions, `seqstream-ops corpus from-reviews`); no draw at all without one.
+    reviewed: float = 0.2
 
 
 def asked_labels(kind: str, rng: random.Random, mix: DataMix) -> list[str]:
@@ -102,8 +105,15 @@ class DocumentStream:
     """Step -> batch: fresh documents from the mix, brief or full by the curriculum (`plan`:
     ops.train.demo_model.DemoPlan), as many rows of similar length as fit the token budget."""
 
-    def __init__(self, tokenizer: PreTrainedTokenizerBase, plan, seed: int, mix: DataMix = DataMix()) -> None:
-        self.tokenizer, self.plan, self.seed, self.mix = tokenizer, plan, seed, mix
+    def __init__(
+        self,
+        tokenizer: PreTrainedTokenizerBase,
+        plan,
+        seed: int,
+        mix: DataMix = DataMix(),
+        corpus: Sequence[GeneratedDocument] = (),
+    ) -> None:
+        self.tokenizer, self.plan, self.seed, self.mix, self.corpus = tokenizer, plan, seed, mix, corpus
         self.kinds = sorted(KINDS)
 
     def full_share(self, step: int) -> float:
@@ -117,6 +127,15 @@ class DocumentStream:
         """A labelled document no longer than `limit` characters, or None when the one drawn is longer."""
         kind = rng.choice(self.kinds)
         mix = self.mix
+        if self.corpus and rng.random() < mix.reviewed:
+            doc = self.corpus[index % len(self.corpus)]
+            if len(doc.text) > limit:
+                return None
+            field_set = doc.kind if doc.kind in FIELD_SETS else None
+            document = Document(
+                doc_id=doc.doc_id, text=doc.text, task="extract", labels=tuple(doc.truth), field_set=field_set
+            )
+            return document, doc.values()
         if rng.random() < mix.open:
             doc = generate_document(kind, self.seed, index, open_vocab=True)
             text, values = doc.text, doc.values()

@@ -34,6 +34,7 @@ import torch
 from model.answers.prompt import build_prompt
 from model.runner.loading import MANIFEST
 from ops.corpus import KINDS, generate_corpus, generate_document, write_corpus
+from ops.corpus.generate import read_documents, truth_path
 from ops.train.demo_data import UNHELD_LABELS, DataMix, DocumentStream
 from ops.train.recipe import RECIPE_VERSION, Recipe, TrainingExample, make_tokenizer, train
 from ops.train.tiny import init_tiny_bloom
@@ -141,6 +142,7 @@ def build(
     device: str = "cpu",
     workers: int = 0,
     init_from: Path | None = None,
+    corpus: Path | None = None,
 ) -> Path:
     """Train (or resume) the demo model on `device`, its batches made by `workers` processes
     (0: in this one); checkpoints and step snapshots land in `train_dir`. `init_from`: a trained
@@ -186,7 +188,13 @@ def build(
     schedule = state.setdefault("schedule", [[0, recipe.steps]])
     if schedule[-1][1] != recipe.steps:
         schedule.append([state["step"], recipe.steps])
-    stream = DocumentStream(tokenizer, plan, GENERATOR_SEED, plan.mix)
+    labelled = read_documents(corpus) if corpus is not None else []
+    if corpus is not None:
+        # What the run also learnt from, by content (a reviewed corpus grows between runs).
+        digest = hashlib.sha256(corpus.read_bytes() + truth_path(corpus).read_bytes()).hexdigest()
+        state["corpus"] = {"path": str(corpus), "documents": len(labelled), "sha256": digest}
+        log(f"{len(labelled)} labelled documents from {corpus}, {plan.mix.reviewed:.0%} of each step's draws")
+    stream = DocumentStream(tokenizer, plan, GENERATOR_SEED, plan.mix, labelled)
     batches = prefetched(stream, state["step"], recipe.steps, workers) if workers else stream
     state["device"] = device_name(target)
     started = time.perf_counter()
