@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from model.build import build_engine, build_runner
     from model.clock import ms_since, sum_timings
     from model.config import DEFAULT_MODEL, EngineSettings
-    from model.engine import BatchResult, Engine, Extractor
+    from model.engine import BatchResult, Engine, Extractor, PreparingEngine
     from model.runner.loading import ModelNotFoundError, resolve_model_path
     from model.runner.protocol import Generated, Passes, Request, Runner
     from model.windows.split import WindowSettings
@@ -38,6 +38,7 @@ _HOMES = {
     "BatchResult": "model.engine",
     "Engine": "model.engine",
     "Extractor": "model.engine",
+    "PreparingEngine": "model.engine",
     "ModelNotFoundError": "model.runner.loading",
     "resolve_model_path": "model.runner.loading",
     "Generated": "model.runner.protocol",
@@ -56,6 +57,7 @@ __all__ = [
     "Generated",
     "ModelNotFoundError",
     "Passes",
+    "PreparingEngine",
     "Request",
     "Runner",
     "WindowSettings",

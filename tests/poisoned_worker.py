@@ -7,22 +7,22 @@ is in its batch, the real engine otherwise: the fault a CUDA assert or a tokeniz
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 
 import model.build
 from model.config import EngineSettings
-from model.engine import BatchResult, Engine, Extractor
+from model.engine import BatchResult, Engine, Extractor, PreparedBatch
 from model.runner.reference import ReferenceRunner
-from schemas.messages import Document
 
 
 class PoisonedEngine(Extractor):
     """The real engine, made to raise whenever one particular document is in its batch."""
 
-    def extract(self, docs: Sequence[Document]) -> BatchResult:
-        if any(d.doc_id.endswith("poison") for d in docs):
+    def run(self, batch: PreparedBatch) -> BatchResult:
+        # In `run`, where the device works: `extract` is run(prepare(...)), and a worker that
+        # prepared the batch ahead calls `run` alone.
+        if any(d.doc_id.endswith("poison") for d in batch.docs):
             raise RuntimeError("CUDA error: device-side assert triggered")
-        return super().extract(docs)
+        return super().run(batch)
 
 
 class HangingEngine(Extractor):
@@ -31,10 +31,10 @@ class HangingEngine(Extractor):
 
     hang_s = 3.0
 
-    def extract(self, docs: Sequence[Document]) -> BatchResult:
-        if any(d.doc_id.endswith("hang") for d in docs):
+    def run(self, batch: PreparedBatch) -> BatchResult:
+        if any(d.doc_id.endswith("hang") for d in batch.docs):
             time.sleep(self.hang_s)
-        return super().extract(docs)
+        return super().run(batch)
 
 
 def build_poisoned_engine(settings: EngineSettings, windows: object = None) -> Engine:

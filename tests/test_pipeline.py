@@ -175,3 +175,35 @@ def test_the_pipeline_returns_what_it_measured_and_the_driver_reports_it(referen
     assert tokens_after - tokens_before == measured.generated_tokens
     queued_after = metrics.REGISTRY.get_sample_value("seqstream_stage_seconds_count", {"stage": "queue"})
     assert queued_after - queued_before == 1
+
+
+def test_batches_taken_ahead_on_another_thread_give_the_serial_records(reference_engine, engine_settings) -> None:
+    """The product engine (windows around the extractor) prepares: batch t+1 taken on a thread while
+    batch t runs yields the records of batches processed one after the other (determinism)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from model import PreparingEngine
+
+    assert isinstance(reference_engine, PreparingEngine)
+    settings = settings_for(engine_settings)
+    pipeline = Pipeline(reference_engine, settings)
+    raws = [msgspec.json.encode(raw) for raw, _ in sample_documents(9, seed=21)]
+    batches = [[inbound(v, 3 * b + i) for i, v in enumerate(raws[3 * b : 3 * b + 3])] for b in range(3)]
+    batches[1].insert(1, inbound(b"not json", 99))
+
+    def stable(out) -> list:
+        # Where and when a record was made (`processing`, an alert's `raised_at`) differs by run.
+        return [(o.topic, o.key, {**msgspec.json.decode(o.value), "processing": None, "raised_at": None}) for o in out]
+
+    serial = [stable(pipeline.process_batch(b).outgoing) for b in batches]
+    ahead_records = []
+    with ThreadPoolExecutor(max_workers=1) as ahead:
+        pending = ahead.submit(pipeline.take, batches[0])
+        for following in [*batches[1:], None]:
+            taken = pending.result()
+            assert taken.prepared is not None
+            if following is not None:
+                pending = ahead.submit(pipeline.take, following)
+            ahead_records.append(stable(pipeline.finish(taken).outgoing))
+    assert ahead_records == serial
+    assert any(topic == settings.topics.dead_letter for topic, _, _ in ahead_records[1])

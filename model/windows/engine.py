@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -21,7 +22,7 @@ from model.answers.prompt import BOUNDARY_SLACK, fits, prompt_chunks, prompt_ove
 from model.answers.validate import Extraction
 from model.clock import ms_since, sum_timings
 from model.config import EngineSettings
-from model.engine import BatchResult, Engine
+from model.engine import BatchResult, Engine, PreparingEngine
 from model.runner.protocol import Passes
 from model.windows.merge import merge_windows
 from model.windows.split import Window, WindowSettings, split_text
@@ -40,6 +41,19 @@ def schedule(window_counts: Sequence[int], budget: int) -> list[list[tuple[int, 
     order += [(d, w) for d, count in enumerate(window_counts) for w in range(1, count)]
     budget = max(budget, 1)
     return [order[i : i + budget] for i in range(0, len(order), budget)]
+
+
+@dataclass
+class WindowedBatch:
+    """A batch's windows and the inner engine's calls over them, prepared: what `prepare` hands to `run`.
+    `inputs` holds per call the inner engine's prepared batch, or the window documents where it does
+    not prepare (a replica pool)."""
+
+    docs: Sequence[Document]
+    plans: list[list[Window]]
+    calls: list[list[tuple[int, int]]]
+    inputs: list[object]
+    split_ms: float
 
 
 class WindowedEngine:
@@ -85,16 +99,30 @@ class WindowedEngine:
             budget -= BOUNDARY_SLACK
 
     def extract(self, docs: Sequence[Document]) -> BatchResult:
+        return self.run(self.prepare(docs))
+
+    def prepare(self, docs: Sequence[Document]) -> WindowedBatch:
+        """The windows and the inner engine's calls, each prepared where the inner engine prepares:
+        host work only, so a worker may prepare batch t+1 while batch t runs."""
         started = time.perf_counter()
         plans = [self.windows_of(doc) for doc in docs]
-        split_ms = ms_since(started)
+        calls = schedule([len(p) for p in plans], self.window_settings.windows_per_batch)
+        inputs: list[object] = []
+        for call in calls:
+            window_docs = [_window_document(docs[d], plans[d], w) for d, w in call]
+            inputs.append(self.inner.prepare(window_docs) if isinstance(self.inner, PreparingEngine) else window_docs)
+        # The inner engine times its own preparation; the split is counted here.
+        return WindowedBatch(docs, plans, calls, inputs, ms_since(started))
+
+    def run(self, batch: WindowedBatch) -> BatchResult:
+        docs, plans = batch.docs, batch.plans
         parts: dict[tuple[int, int], Extraction] = {}
         timings: list[Timings] = []
         generated = 0
         passes = Passes()
-        for call in schedule([len(p) for p in plans], self.window_settings.windows_per_batch):
-            window_docs = [_window_document(docs[d], plans[d], w) for d, w in call]
-            result = self.inner.extract(window_docs)
+        for call, given in zip(batch.calls, batch.inputs, strict=True):
+            inner = self.inner
+            result = inner.run(given) if isinstance(inner, PreparingEngine) else inner.extract(given)
             parts.update(zip(call, result.extractions, strict=True))
             timings.append(result.timings)
             generated += result.generated_tokens
@@ -105,7 +133,7 @@ class WindowedEngine:
             for d, (doc, plan) in enumerate(zip(docs, plans, strict=True))
         ]
         total = sum_timings(timings)
-        total.tokenize_ms += split_ms
+        total.tokenize_ms += batch.split_ms
         total.postprocess_ms += ms_since(started)
         if self.backoff is not None:
             cost = self.backoff(docs, extractions)

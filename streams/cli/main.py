@@ -11,6 +11,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -179,20 +180,29 @@ def extract(ctx: click.Context, file: Path, output: Path | None) -> None:
     fetched_at = time.monotonic()
     sink = output.open("w", encoding="utf-8") if output else sys.stdout
     size = settings.batch.max_documents
+    received_at = datetime.now(UTC)
+    batches = [
+        [Inbound(str(file), 0, start + i, None, line, received_at, fetched_at) for i, line in enumerate(chunk)]
+        for start in range(0, len(lines), size)
+        if (chunk := lines[start : start + size])
+    ]
+    # One batch prepared ahead (decoded, tokenised, grammars built) on its own thread while the model
+    # runs the one before: a single slot, so at most two batches are held.
+    ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prepare")
     try:
-        for start in range(0, len(lines), size):
+        pending = ahead.submit(driver.take, batches[0]) if batches else None
+        for index in range(len(batches)):
             started = time.monotonic()
-            chunk = lines[start : start + size]
-            received_at = datetime.now(UTC)
-            batch = [
-                Inbound(str(file), 0, start + i, None, line, received_at, fetched_at) for i, line in enumerate(chunk)
-            ]
-            processed = driver.process(batch)
+            taken = pending.result()
+            if index + 1 < len(batches):
+                pending = ahead.submit(driver.take, batches[index + 1])
+            processed = driver.finish(taken)
             for out in processed.outgoing:
                 record = {"topic": out.topic, "record": json.loads(out.value)}
                 sink.write(json.dumps(record, ensure_ascii=False) + "\n")
             driver.delivered(processed, started, time.monotonic() - started)
     finally:
+        ahead.shutdown(cancel_futures=True)
         if output:
             sink.close()
 

@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 
 from streams import metrics
-from streams.flow.pipeline import Pipeline, ProcessedBatch
+from streams.flow.pipeline import Pipeline, ProcessedBatch, Taken
 from streams.flow.routing import outcome_of_topic
 from streams.kafka.inbound import Inbound
 from streams.settings import TopicSettings
@@ -42,11 +42,20 @@ class BatchDriver:
         self.writing = writing
 
     def process(self, batch: Sequence[Inbound]) -> ProcessedBatch:
-        """The pipeline on one batch (on the model thread), and the metrics of the work it did.
+        """The pipeline on one batch (on the model thread), and the metrics of the work it did."""
+        return self.finish(self.pipeline.take(batch))
+
+    def take(self, batch: Sequence[Inbound]) -> Taken:
+        """The batch decoded and prepared for the engine: host work, which a driver may do for batch
+        t+1 on another thread while `finish` runs batch t (its offsets wait for its own outputs)."""
+        return self.pipeline.take(batch)
+
+    def finish(self, taken: Taken) -> ProcessedBatch:
+        """The engine and routing on a taken batch (on the model thread), and the metrics of the work.
 
         Recorded at once, not on delivery: a batch whose outputs are not acknowledged is processed
         again, and both runs of the model were real work."""
-        processed = self.pipeline.process_batch(batch)
+        processed = self.pipeline.finish(taken)
         m = processed.measured
         metrics.BATCH_DOCUMENTS.observe(m.documents)
         for queued_s in m.queue_s:

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from model import BatchResult, Engine, Extraction, sum_timings
+from model import BatchResult, Engine, Extraction, PreparingEngine, sum_timings
 from schemas.decode import DocumentError, decode_document
 from schemas.messages import Document, ErrorCode, Processing, Timings
 from streams.flow.batching import Deadline, Failed, run_isolated
@@ -50,6 +50,21 @@ class BatchMeasures:
 
 
 @dataclass
+class Taken:
+    """A batch decoded and, where the engine can, prepared (prompts, grammars): what `finish` runs.
+
+    `take` is host work only, so a driver may take batch t+1 on another thread while batch t runs."""
+
+    started: float
+    documents: int
+    rejected: list[Outgoing]
+    accepted: list[tuple[Inbound, Document, float]]
+    # The engine's prepared batch; None where the engine does not prepare, or its prepare raised
+    # (then `finish` runs the plain extract, whose bisection finds the culprit as before).
+    prepared: object | None = None
+
+
+@dataclass
 class ProcessedBatch:
     outgoing: list[Outgoing]
     measured: BatchMeasures
@@ -63,8 +78,11 @@ class Pipeline:
         self.deadline = Deadline(settings.batch.deadline_s)
 
     def process_batch(self, batch: Sequence[Inbound]) -> ProcessedBatch:
+        return self.finish(self.take(batch))
+
+    def take(self, batch: Sequence[Inbound]) -> Taken:
+        """Decode the batch's messages and prepare its documents for the engine: no model work."""
         started = time.monotonic()
-        measured = BatchMeasures(documents=len(batch))
         out: list[Outgoing] = []
         accepted: list[tuple[Inbound, Document, float]] = []
         for inbound in batch:
@@ -87,16 +105,33 @@ class Pipeline:
                 )
                 continue
             accepted.append((inbound, doc, max(started - inbound.fetched_at, 0.0) * 1000))
-        out.extend(self._extract_and_route(accepted, measured))
+        prepared = None
+        if accepted and isinstance(self.engine, PreparingEngine):
+            try:
+                prepared = self.engine.prepare([doc for _, doc, _ in accepted])
+            except Exception:  # found again, document by document, when `finish` bisects the batch
+                log.warning("preparing a batch of %d raised; it is extracted unprepared", len(accepted), exc_info=True)
+        return Taken(started, len(batch), out, accepted, prepared)
+
+    def finish(self, taken: Taken) -> ProcessedBatch:
+        """The engine on a taken batch, and its routing: the model's part of the batch."""
+        measured = BatchMeasures(documents=taken.documents)
+        out = [*taken.rejected, *self._extract_and_route(taken.accepted, measured, taken.prepared)]
         return ProcessedBatch(out, measured)
 
     def _extract_and_route(
-        self, accepted: list[tuple[Inbound, Document, float]], measured: BatchMeasures
+        self, accepted: list[tuple[Inbound, Document, float]], measured: BatchMeasures, prepared: object | None
     ) -> list[Outgoing]:
         timings: list[Timings] = []
+        whole = [prepared]  # the prepared batch serves the first call only: a bisection's halves extract
 
         def run(docs: Sequence[Document]) -> list[Extraction]:
-            result: BatchResult = self.deadline.call(self.engine.extract, docs)
+            ready = whole.pop() if whole else None
+            if ready is not None and isinstance(self.engine, PreparingEngine):
+                engine = self.engine
+                result: BatchResult = self.deadline.call(lambda _: engine.run(ready), docs)
+            else:
+                result = self.deadline.call(self.engine.extract, docs)
             timings.append(result.timings)
             measured.generated_tokens += result.generated_tokens
             return result.extractions
