@@ -92,7 +92,9 @@ OUTCOMES = ("fields", "review", "alert", "dead_letter", "audit")
 # Where an end-to-end latency starts: what the producer says, or when the broker took the message.
 LATENCY_STARTS = ("submitted_at", "kafka_timestamp")
 MODEL_STAGES = ("tokenize", "prefill", "decode", "postprocess")
-STAGES = ("queue", *MODEL_STAGES, "serialise", "produce")
+# prepare_wait: per batch, the part of its preparation (tokenize) the model waited for; the rest was
+# hidden behind the previous batch's decode (the drivers prepare one batch ahead).
+STAGES = ("queue", *MODEL_STAGES, "prepare_wait", "serialise", "produce")
 
 # Children created up front so that every series exists (at 0) before the first document.
 for _outcome in OUTCOMES:

@@ -276,3 +276,42 @@ def test_engine_raising_on_one_document_costs_only_that_document(fault_env) -> N
     assert sorted(a["doc_id"] for a in pipeline_alerts) == ["doc-1-poison", "doc-2-poison"]
     accounting.assert_complete()
     worker.assert_alive()
+
+
+PREPARED_KILL_COMMAND = [sys.executable, "-m", "tests.prepared_kill_worker", "worker"]
+PREPARED = "batch prepared, not yet run"
+
+
+@pytest.mark.timeout(900)
+def test_worker_killed_between_prepare_and_decode_loses_nothing(fault_env) -> None:
+    """The agent prepares batch t+1 while t decodes; killed with a batch prepared and not yet run,
+    its events were never acknowledged: the restarted worker is delivered them again."""
+    settings, reader, new_worker = fault_env
+    t = settings.topics
+    messages, ids = sample_messages(400, seed=68)
+    seen = _results_seen(settings)
+    worker = new_worker(command=PREPARED_KILL_COMMAND)
+    worker.start()
+    produce_lines(settings, t.raw, messages)
+    left_at_kill = []
+    for life, threshold in enumerate((60, 200), start=1):
+        reader.read_until(lambda o, n=threshold: seen(o) >= n, timeout_s=300, worker=worker)
+        worker.wait_for_log(PREPARED, count=worker.log_count(PREPARED) + 1, timeout_s=120)
+        worker.kill()
+        left_at_kill.append(len(ids) - seen(reader.outputs))
+        worker.env["SEQSTREAM_WORKER__WORKER_ID"] = f"worker-life{life}"
+        worker.start()
+    out = reader.read_until(lambda o: ids <= set(o.doc_ids(t.fields, t.review)), timeout_s=600, worker=worker)
+
+    accounting = Accounting.of(ids, out.results(settings))
+    report(
+        "sigkill-between-prepare-and-decode",
+        sent=accounting.sent,
+        received=accounting.received,
+        duplicated=accounting.duplicated,
+        lost=len(accounting.lost),
+        left_at_kill=left_at_kill,
+    )
+    assert all(left > 0 for left in left_at_kill), left_at_kill
+    accounting.assert_complete()
+    assert not out.records[t.dead_letter]

@@ -194,9 +194,10 @@ def extract(ctx: click.Context, file: Path, output: Path | None) -> None:
         for index in range(len(batches)):
             started = time.monotonic()
             taken = pending.result()
+            waited_s = time.monotonic() - started
             if index + 1 < len(batches):
                 pending = ahead.submit(driver.take, batches[index + 1])
-            processed = driver.finish(taken)
+            processed = driver.finish(taken, waited_s)
             for out in processed.outgoing:
                 record = {"topic": out.topic, "record": json.loads(out.value)}
                 sink.write(json.dumps(record, ensure_ascii=False) + "\n")

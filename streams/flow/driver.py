@@ -43,18 +43,22 @@ class BatchDriver:
 
     def process(self, batch: Sequence[Inbound]) -> ProcessedBatch:
         """The pipeline on one batch (on the model thread), and the metrics of the work it did."""
-        return self.finish(self.pipeline.take(batch))
+        started = time.monotonic()
+        taken = self.pipeline.take(batch)
+        return self.finish(taken, time.monotonic() - started)
 
     def take(self, batch: Sequence[Inbound]) -> Taken:
         """The batch decoded and prepared for the engine: host work, which a driver may do for batch
         t+1 on another thread while `finish` runs batch t (its offsets wait for its own outputs)."""
         return self.pipeline.take(batch)
 
-    def finish(self, taken: Taken) -> ProcessedBatch:
+    def finish(self, taken: Taken, prepare_wait_s: float) -> ProcessedBatch:
         """The engine and routing on a taken batch (on the model thread), and the metrics of the work.
 
         Recorded at once, not on delivery: a batch whose outputs are not acknowledged is processed
-        again, and both runs of the model were real work."""
+        again, and both runs of the model were real work. `prepare_wait_s`: how long the model
+        waited for the batch to be taken (all of it when it was not taken ahead)."""
+        metrics.observe_stage("prepare_wait", prepare_wait_s)
         processed = self.pipeline.finish(taken)
         m = processed.measured
         metrics.BATCH_DOCUMENTS.observe(m.documents)

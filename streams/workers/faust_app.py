@@ -22,7 +22,7 @@ from aiokafka.errors import KafkaTimeoutError
 
 from streams import metrics
 from streams.flow.driver import BatchDriver
-from streams.flow.pipeline import Pipeline
+from streams.flow.pipeline import Pipeline, Taken
 from streams.flow.routing import Outgoing
 from streams.kafka.backoff import Backoff
 from streams.kafka.inbound import Inbound
@@ -83,20 +83,47 @@ def create_app(settings: Settings, pipeline: Pipeline, instance_id: str | None =
         # is written again after a pause, never dropped and never left to crash the agent.
         await write_until_acknowledged(send_all, _retriable, backoff, "writing a batch")
 
+    # And one thread that takes the next batch (decoding, tokenising, grammars) while the model runs
+    # this one: a single slot, so the worker holds at most two batches beside the stream buffer.
+    prepare_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prepare")
+
     @app.agent(raw_topic, name="extract")
     async def extract(stream: faust.StreamT) -> None:
         loop = asyncio.get_running_loop()
-        async for events in stream.noack_take(settings.batch.max_documents, within=window_s):
+        batches = stream.noack_take(settings.batch.max_documents, within=window_s).__aiter__()
+
+        def take(events: list[faust.types.EventT]) -> tuple[list[faust.types.EventT], float, asyncio.Future[Taken]]:
             started = time.monotonic()
             received_at = datetime.now(UTC)
             batch = [_inbound(e.message, received_at, started) for e in events]
-            processed = await loop.run_in_executor(model_thread, driver.process, batch)
-            produce_started = time.monotonic()
-            await write(processed.outgoing)
-            produce_s = time.monotonic() - produce_started
-            for event in events:
-                await stream.ack(event)
-            driver.delivered(processed, started, produce_s)
+            return events, started, loop.run_in_executor(prepare_thread, driver.take, batch)
+
+        fetching = asyncio.ensure_future(batches.__anext__())
+        ahead = None
+        try:
+            while True:
+                if ahead is None:
+                    ahead = take(await fetching)
+                    fetching = asyncio.ensure_future(batches.__anext__())
+                (events, started, taking), ahead = ahead, None
+                waiting = time.monotonic()
+                taken = await taking
+                finishing = loop.run_in_executor(model_thread, driver.finish, taken, time.monotonic() - waiting)
+                # While the model runs this batch, the next one is taken and prepared. Its events stay
+                # un-acked until its own outputs are acknowledged, as every batch's.
+                done, _ = await asyncio.wait({finishing, fetching}, return_when=asyncio.FIRST_COMPLETED)
+                if fetching in done:
+                    ahead = take(fetching.result())
+                    fetching = asyncio.ensure_future(batches.__anext__())
+                processed = await finishing
+                produce_started = time.monotonic()
+                await write(processed.outgoing)
+                produce_s = time.monotonic() - produce_started
+                for event in events:
+                    await stream.ack(event)
+                driver.delivered(processed, started, produce_s)
+        finally:
+            fetching.cancel()
 
     return app
 
