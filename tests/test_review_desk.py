@@ -36,7 +36,7 @@ from streams.kafka.topics import create_topics
 from streams.review.app import chosen_spans, desk_app
 from streams.review.decision import Choice, DecisionError, Position, decide
 from streams.review.page import segments
-from streams.review.queue import NotYours, Queue
+from streams.review.queue import BUFFERED_MAX, NotYours, Queue
 from streams.settings import Settings, load_settings
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
@@ -418,3 +418,19 @@ def test_review_serve_runs_the_desk_on_its_port_and_stops_on_sigterm(kafka_boots
         server.terminate()
         output = server.communicate(timeout=30)[0].decode()
     assert server.returncode == 0 and "review desk srv stopped" in output, output[-2000:]
+
+
+@pytest.mark.kafka
+def test_the_backlog_counts_records_past_a_paused_partition(desk) -> None:
+    """A desk holds BUFFERED_MAX records per partition and pauses it; what arrives after still counts,
+    or the backlog (and the "queue grew for an hour" alert on it) would stop at the shelf's size."""
+    settings, queue = desk
+    publish(settings, [review_record(f"b{i}") for i in range(BUFFERED_MAX + 20)], partition=0)
+    poll_until([queue], lambda: queue.depth() == BUFFERED_MAX and queue.shelves[0].paused)
+    for _ in range(10):  # the pause reaches the fetcher: what is published next is not fetched
+        queue.poll(0.2)
+    publish(settings, [review_record(f"late{i}") for i in range(30)], partition=0)
+    for _ in range(5):
+        queue.poll(0.2)
+    assert queue.depth() == BUFFERED_MAX  # still paused: nothing more is read
+    assert queue.backlog()[0] == BUFFERED_MAX + 20 + 30

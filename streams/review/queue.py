@@ -145,13 +145,24 @@ class Queue:
     def backlog(self) -> dict[int, int]:
         """Per partition held: records not yet decided, read or not (log end minus the oldest undecided)."""
         with self.lock:
-            out = {}
-            for partition, shelf in self.shelves.items():
-                tp = TopicPartition(self.topic, partition)
+            oldest = {
+                p: s.waiting[0].at.offset
+                if s.waiting
+                else self.consumer.position([TopicPartition(self.topic, p)])[0].offset
+                for p, s in self.shelves.items()
+            }
+            held = {p: len(s.waiting) for p, s in self.shelves.items()}
+        out = {}
+        for partition, first in oldest.items():
+            tp = TopicPartition(self.topic, partition)
+            try:
+                # Asked of the broker, outside the lock: a partition paused with a full shelf is not fetched,
+                # so the consumer's cached log end stops where the pause began and the backlog with it.
+                _, end = self.consumer.get_watermark_offsets(tp, call_timeout_s(self.settings.kafka))
+            except KafkaException:
                 _, end = self.consumer.get_watermark_offsets(tp, cached=True)
-                oldest = shelf.waiting[0].at.offset if shelf.waiting else self.consumer.position([tp])[0].offset
-                out[partition] = max(end - oldest, 0) if end >= 0 and oldest >= 0 else len(shelf.waiting)
-            return out
+            out[partition] = max(end - first, 0) if end >= 0 and first >= 0 else held[partition]
+        return out
 
     def depth(self) -> int:
         with self.lock:
