@@ -23,16 +23,19 @@ def test_accepted_and_corrected_decisions_become_a_labelled_corpus_that_training
     kafka_bootstrap, tmp_path
 ) -> None:
     settings = desk_settings(kafka_bootstrap, partitions=1)
-    records = [review_record("keep-1"), review_record("fix-1"), review_record("drop-1")]
+    # "again-1" is accepted, then its newer version rejected: the later decision withdraws the first.
+    records = [review_record(d) for d in ("keep-1", "fix-1", "drop-1", "again-1", "again-1")]
     publish(settings, records)
     queue = Queue(settings, f"test-{uuid.uuid4().hex[:6]}")
     b = records[1].text.index("王伟")
     try:
-        poll_until([queue], lambda: queue.depth() == 3)
+        poll_until([queue], lambda: queue.depth() == 5)
         for choice in (
             Choice("ann", "accept", {}),
             Choice("ann", "accept", {"乙方": [(b, b + 2)], "甲方": []}),
             Choice("ann", "reject", {}, "not a contract"),
+            Choice("ann", "accept", {}),
+            Choice("ann", "reject", {}, "not a contract after all"),
         ):
             queue.decide(queue.next_for("ann").at, choice)
     finally:

@@ -33,11 +33,11 @@ def decisions(settings: Settings, idle_timeout: float) -> dict[Where, ReviewDeci
     for message in consume(settings, [settings.topics.audit], idle_timeout=idle_timeout):
         if message.value().startswith(DECISION_PREFIX):
             decision = msgspec.json.decode(message.value(), type=ReviewDecision)
-            if decision.action != "rejected":
-                kept = latest.get(decision.doc_id)
-                if kept is None or kept.decided_at <= decision.decided_at:
-                    latest[decision.doc_id] = decision
-    return {(d.review_topic, d.review_partition, d.review_offset): d for d in latest.values()}
+            kept = latest.get(decision.doc_id)
+            if kept is None or kept.decided_at <= decision.decided_at:
+                latest[decision.doc_id] = decision
+    # Rejections drop out only now: a later rejection of a document withdraws its earlier acceptance.
+    return {(d.review_topic, d.review_partition, d.review_offset): d for d in latest.values() if d.action != "rejected"}
 
 
 def reviewed_documents(settings: Settings, idle_timeout: float = 5.0) -> Iterator[GeneratedDocument]:
