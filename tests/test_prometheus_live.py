@@ -1,7 +1,8 @@
-"""A real Prometheus (Debian's binary) scraping a live `seqstream worker` and `seqstream sink
-postgres` on the real broker and a real PostgreSQL while documents flow: every expression of every
-Grafana dashboard and every alert rule is evaluated through /api/v1/query, and the down alerts are
-seen firing once the worker and the sink are stopped.
+"""A real Prometheus (Debian's binary) scraping a live `seqstream worker`, `seqstream sink
+postgres` and `seqstream review serve` on the real broker and a real PostgreSQL while documents
+flow (and a reviewer decides one): every expression of every Grafana dashboard and every alert rule
+is evaluated through /api/v1/query, and the down alerts are seen firing once the worker and the
+sink are stopped.
 
 The rules are ops/prometheus/alerts.yml as shipped, with their `for` waits cut to one scrape
 (promtool's unit tests hold the waits themselves); Grafana's $__rate_interval becomes a window that
@@ -12,8 +13,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 import time
+import urllib.parse
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -43,6 +47,24 @@ EMPTY_ON_CPU = {"GPU memory"}
 # Alerts that must fire once the only worker and the sink are stopped.
 GONE = {"SeqStreamWorkerDown", "SeqStreamNoWorkerReady", "SeqStreamSinkDown"}
 SINK_COMMAND = [sys.executable, "-m", "streams.cli.main", "sink", "postgres"]
+DESK_COMMAND = [sys.executable, "-m", "streams.cli.main", "review", "serve"]
+DESK_SECRET = "live-test-secret"
+
+
+def decide_one(port: int, timeout_s: float = 60) -> None:
+    """Sign in to the desk and accept the first record it shows, as a reviewer's browser would."""
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+    base = f"http://127.0.0.1:{port}"
+    page = opener.open(base + "/signin", timeout=10).read().decode()
+    sign_in = {"csrf": re.search(r'name="csrf" value="([^"]+)"', page)[1], "reviewer": "ann", "secret": DESK_SECRET}
+    opener.open(base + "/signin", urllib.parse.urlencode(sign_in).encode(), timeout=10)
+    deadline = time.monotonic() + timeout_s
+    while 'id="doc-id"' not in (page := opener.open(base + "/", timeout=10).read().decode()):
+        assert time.monotonic() < deadline, "the desk showed no review record"
+        time.sleep(0.5)
+    form = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', page)) | {"action": "accept"}
+    answer = opener.open(base + "/decide", urllib.parse.urlencode(form).encode(), timeout=30).read().decode()
+    assert "accepted." in answer, answer[-2000:]  # the desk's next page says what was decided
 
 
 def dashboard_targets() -> list[tuple[str, str, str]]:
@@ -88,7 +110,7 @@ def _nan(series: dict[str, Any]) -> bool:
 def worker_and_prometheus(
     kafka_bootstrap, tiny_model_dir, postgres_server: PostgresServer, tmp_path: Path, request
 ) -> Iterator[tuple]:
-    port, sink_port = free_port(), free_port()
+    port, sink_port, desk_port = free_port(), free_port(), free_port()
     settings, env = isolated_settings(
         kafka_bootstrap,
         tiny_model_dir,
@@ -100,10 +122,14 @@ def worker_and_prometheus(
         sink__db_schema=f"sink_{uuid.uuid4().hex[:8]}",
         sink__group_id=f"sink-{uuid.uuid4().hex[:8]}",
         sink__metrics_port=str(sink_port),
+        review__secret=DESK_SECRET,
+        review__port=str(desk_port),
+        review__group_id=f"desk-{uuid.uuid4().hex[:8]}",
     )
     create_topics(settings)
     worker = WorkerProcess(env, tmp_path / "worker.log")
     sink = WorkerProcess(env, tmp_path / "sink.log", command=SINK_COMMAND)
+    desk = WorkerProcess(env, tmp_path / "desk.log", command=DESK_COMMAND)
     # The shipped configuration for workers and sinks started by hand, its target files written as
     # the README's "Monitoring by hand" says; only the intervals are cut to the test's pace.
     config = yaml.safe_load(BY_HAND.read_text())
@@ -113,16 +139,19 @@ def worker_and_prometheus(
     targets.mkdir(parents=True)
     (targets / "workers.yml").write_text(f'- targets: ["127.0.0.1:{port}"]\n')
     (targets / "sinks.yml").write_text(f'- targets: ["127.0.0.1:{sink_port}"]\n')
+    (targets / "desks.yml").write_text(f'- targets: ["127.0.0.1:{desk_port}"]\n')
     prometheus = PrometheusServer(tmp_path / "prometheus", config, shipped_rules(f"{SCRAPE_S}s"))
     reader = OutputReader(settings)
     worker.start()
     sink.start()
+    desk.start()
     prometheus.start()
     try:
-        yield settings, port, worker, sink, prometheus, reader
+        yield settings, port, worker, sink, prometheus, reader, desk_port
     finally:
         worker.stop()
         sink.stop()
+        desk.stop()
         prometheus.stop()
         reader.close()
 
@@ -137,7 +166,7 @@ def _wait_for(check, what: str, prometheus: PrometheusServer, timeout_s: float =
 
 
 def test_every_panel_and_rule_evaluates_on_a_live_worker(worker_and_prometheus) -> None:
-    settings, port, worker, sink, prometheus, reader = worker_and_prometheus
+    settings, port, worker, sink, prometheus, reader, desk_port = worker_and_prometheus
     t = settings.topics
     worker.wait_ready(port)
     # A scrape of the idle worker and sink first: the rates then span the run from its zeros.
@@ -173,6 +202,9 @@ def test_every_panel_and_rule_evaluates_on_a_live_worker(worker_and_prometheus) 
         )
 
     _wait_for(caught_up, "a scrape of the whole run", prometheus)
+    decide_one(desk_port)  # the random tiny model sends every document to review
+    decided = 'sum(seqstream_review_decisions_total{job="seqstream-review"}) == 1'
+    _wait_for(lambda: bool(prometheus.query(decided)), "a scrape of the desk's decision", prometheus)
 
     empty, nan = [], []
     for dashboard, title, expr in dashboard_targets():

@@ -6,6 +6,8 @@ only script is a few lines turning a text selection into offsets; without it eve
 selected text" still works. Jinja2 escapes everything it renders, so a document holding markup is
 shown as text. Every form carries the session's CSRF token; the session cookie is signed with the
 desk's secret (itsdangerous, through Starlette's SessionMiddleware) and sent to this site only.
+The queue's calls block (a decision is a Kafka transaction, and holds the queue's lock while it
+commits), so they run on Starlette's thread pool: one slow decision stalls no other page or scrape.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 import jinja2
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.requests import Request
@@ -27,7 +30,7 @@ from starlette.templating import Jinja2Templates
 from streams import metrics
 from streams.review.decision import Choice, DecisionError, Position
 from streams.review.page import desk_view
-from streams.review.queue import Queue
+from streams.review.queue import Queue, Waiting
 from streams.settings import ReviewSettings
 
 # Autoescaping on for every template, whatever its file name says.
@@ -79,17 +82,22 @@ def desk_app(review: ReviewSettings, queue: Queue) -> Starlette:
         request.session.clear()
         return RedirectResponse("/signin", status_code=303)
 
+    def held(who: str) -> tuple[Waiting | None, int, Waiting | None]:
+        """The record `who` holds (now leased to them), the queue's depth, and a newer version."""
+        waiting = queue.next_for(who)
+        return waiting, queue.depth(), queue.newer(waiting) if waiting else None
+
     async def desk(request: Request) -> Response:
         who = reviewer(request)
         if who is None:
             return RedirectResponse("/signin", status_code=303)
-        waiting = queue.next_for(who)
+        waiting, depth, newer = await run_in_threadpool(held, who)
         context = {
             "csrf": csrf(request),
             "reviewer": who,
             "message": request.session.pop("message", ""),
-            "depth": queue.depth(),
-            "view": desk_view(waiting, queue.newer(waiting), queue.decided) if waiting else None,
+            "depth": depth,
+            "view": desk_view(waiting, newer, queue.decided) if waiting else None,
         }
         return TEMPLATES.TemplateResponse(request, "desk.html", context)
 
@@ -107,7 +115,7 @@ def desk_app(review: ReviewSettings, queue: Queue) -> Starlette:
                 reviewer=who, action="reject" if form.get("action") == "reject" else "accept",
                 spans=chosen_spans(form), reason=form.get("reason", ""),
             )  # fmt: skip
-            done = queue.decide(at, choice)
+            done = await run_in_threadpool(queue.decide, at, choice)
         except (DecisionError, KeyError, ValueError) as exc:
             return PlainTextResponse(f"not decided: {exc}", status_code=409 if isinstance(exc, DecisionError) else 400)
         doc_id = done.record.doc_id if done.record else f"offset {at.offset}"
@@ -119,7 +127,7 @@ def desk_app(review: ReviewSettings, queue: Queue) -> Starlette:
 
     async def scrape(_request: Request) -> Response:
         metrics.REVIEW_BACKLOG.clear()  # partitions moved to another desk leave this one's series
-        for partition, waiting in queue.backlog().items():
+        for partition, waiting in (await run_in_threadpool(queue.backlog)).items():
             metrics.REVIEW_BACKLOG.labels(topic=queue.topic, partition=str(partition)).set(waiting)
         return Response(generate_latest(metrics.REVIEW_REGISTRY), media_type=CONTENT_TYPE_LATEST)
 

@@ -37,6 +37,8 @@ _encoder = msgspec.json.Encoder()
 BUFFERED_MAX = 100
 # Decisions this desk remembers by position, to tell a reviewer posting a stale form who decided it.
 REMEMBERED_MAX = 10_000
+# How often the polling thread asks the broker for a paused partition's log end (the backlog's top).
+ENDS_EVERY_S = 2.0
 
 
 @dataclass
@@ -82,6 +84,9 @@ class Queue:
         self.decided: dict[str, tuple[str, str]] = {}
         # (partition, offset) -> (reviewer, action), oldest first: "already decided" on a stale form.
         self.decided_at: dict[tuple[int, int], tuple[str, str]] = {}
+        # partition -> log end asked of the broker while paused; fetched partitions use the consumer's.
+        self.paused_ends: dict[int, int] = {}
+        self.ends_asked = 0.0
         self.consumer = Consumer(
             {
                 **client_config(settings),
@@ -114,6 +119,7 @@ class Queue:
         # Its new owner starts from the committed offset: the head this desk showed goes with it.
         for tp in partitions:
             self.shelves.pop(tp.partition, None)
+            self.paused_ends.pop(tp.partition, None)
 
     def poll(self, timeout: float = 0.2) -> int:
         """Read what arrived; returns how many records. Call from one thread only."""
@@ -122,7 +128,25 @@ class Queue:
             for message in messages:
                 self._shelve(message)
             self._pause_full()
+            paused = [p for p, s in self.shelves.items() if s.paused]
+        if paused and time.monotonic() - self.ends_asked >= ENDS_EVERY_S:
+            self._ask_ends(paused)
         return len(messages)
+
+    def _ask_ends(self, partitions: list[int]) -> None:
+        """A paused partition is not fetched, so the consumer's cached log end stops where the pause
+        began and the backlog with it; the broker is asked here, on the polling thread, because one
+        answer can take half a second and a scrape of /metrics must not wait for it."""
+        self.ends_asked = time.monotonic()
+        ends = {}
+        for partition in partitions:
+            try:
+                tp = TopicPartition(self.topic, partition)
+                ends[partition] = self.consumer.get_watermark_offsets(tp, call_timeout_s(self.settings.kafka))[1]
+            except KafkaException as exc:
+                log.warning("log end of %s[%d] not read (%s): the backlog keeps the last", self.topic, partition, exc)
+        with self.lock:
+            self.paused_ends.update(ends)
 
     def _shelve(self, message: Message) -> None:
         shelf = self.shelves.setdefault(message.partition(), Shelf())
@@ -144,24 +168,15 @@ class Queue:
 
     def backlog(self) -> dict[int, int]:
         """Per partition held: records not yet decided, read or not (log end minus the oldest undecided)."""
-        with self.lock:
-            oldest = {
-                p: s.waiting[0].at.offset
-                if s.waiting
-                else self.consumer.position([TopicPartition(self.topic, p)])[0].offset
-                for p, s in self.shelves.items()
-            }
-            held = {p: len(s.waiting) for p, s in self.shelves.items()}
         out = {}
-        for partition, first in oldest.items():
-            tp = TopicPartition(self.topic, partition)
-            try:
-                # Asked of the broker, outside the lock: a partition paused with a full shelf is not fetched,
-                # so the consumer's cached log end stops where the pause began and the backlog with it.
-                _, end = self.consumer.get_watermark_offsets(tp, call_timeout_s(self.settings.kafka))
-            except KafkaException:
-                _, end = self.consumer.get_watermark_offsets(tp, cached=True)
-            out[partition] = max(end - first, 0) if end >= 0 and first >= 0 else held[partition]
+        with self.lock:
+            for partition, shelf in self.shelves.items():
+                tp = TopicPartition(self.topic, partition)
+                first = shelf.waiting[0].at.offset if shelf.waiting else self.consumer.position([tp])[0].offset
+                end = self.consumer.get_watermark_offsets(tp, cached=True)[1]
+                if shelf.paused:
+                    end = max(end, self.paused_ends.get(partition, end))
+                out[partition] = max(end - first, 0) if end >= 0 and first >= 0 else len(shelf.waiting)
         return out
 
     def depth(self) -> int:
