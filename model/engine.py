@@ -43,7 +43,9 @@ class Engine(Protocol):
 class PreparingEngine(Engine, Protocol):
     """An engine whose host preparation is a separate call: `extract(d) == run(prepare(d))`."""
 
-    def prepare(self, docs: Sequence[Document]) -> PreparedBatch: ...
+    def prepare(
+        self, docs: Sequence[Document], encoded: Sequence[EncodedDocument | None] | None = None
+    ) -> PreparedBatch: ...
 
     def run(self, batch: PreparedBatch) -> BatchResult: ...
 
@@ -59,14 +61,18 @@ class Prepared:
         return self.grammars[chunk] if self.grammars else None
 
 
-def prepare(runner: Runner, docs: Sequence[Document]) -> list[Prepared]:
-    """Prompts tokenised and grammars built, with the runner's tokenizer and constrainer."""
+def prepare(
+    runner: Runner, docs: Sequence[Document], encoded: Sequence[EncodedDocument | None] | None = None
+) -> list[Prepared]:
+    """Prompts tokenised and grammars built, with the runner's tokenizer and constrainer. A document's
+    prompts already tokenised by the caller (`encoded`, with the same tokenizer) are not tokenised again."""
     settings = runner.settings
     prepared = []
-    for doc in docs:
-        encoded = encode_prompts(runner.tokenizer, doc, settings.labels_per_prompt, settings.max_input_tokens)
-        grammars = document_grammars(runner.constrainer, doc, encoded.text, encoded.chunks, settings.constrained)
-        prepared.append(Prepared(encoded, grammars))
+    for i, doc in enumerate(docs):
+        given = encoded[i] if encoded is not None else None
+        prompts = given or encode_prompts(runner.tokenizer, doc, settings.labels_per_prompt, settings.max_input_tokens)
+        grammars = document_grammars(runner.constrainer, doc, prompts.text, prompts.chunks, settings.constrained)
+        prepared.append(Prepared(prompts, grammars))
     return prepared
 
 
@@ -117,10 +123,12 @@ class Extractor:
     def extract(self, docs: Sequence[Document]) -> BatchResult:
         return self.run(self.prepare(docs))
 
-    def prepare(self, docs: Sequence[Document]) -> PreparedBatch:
+    def prepare(
+        self, docs: Sequence[Document], encoded: Sequence[EncodedDocument | None] | None = None
+    ) -> PreparedBatch:
         """Host work only (tokenising, grammar tables): safe on another thread while `run` decodes."""
         started = time.perf_counter()
-        prepared = prepare(self.runner, docs)
+        prepared = prepare(self.runner, docs, encoded)
         return PreparedBatch(docs, prepared, ms_since(started))
 
     def run(self, batch: PreparedBatch) -> BatchResult:

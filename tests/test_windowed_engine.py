@@ -46,7 +46,7 @@ def test_every_span_of_a_windowed_document_reads_its_text_at_its_offsets(windowe
     short = decode_document(
         msgspec.json.encode({"doc_id": "short", "text": samples[0][:40], "labels": ["甲方"]}), 1 << 20
     )
-    windows = windowed.windows_of(doc)
+    windows, _ = windowed.windows_of(doc)
     # Two short samples (e.g. the same one twice) can fit one window: no windowed document then.
     assume(len(windows) > 1)
     long_result, short_result = windowed.extract([doc, short]).extractions
@@ -171,3 +171,26 @@ def test_the_document_checks_of_a_long_document_judge_its_whole_record() -> None
     else:
         [reason] = unclaimed
         assert (reason.label, reason.value) == ("联系电话", "13800138000") and "window" not in reason.detail
+
+
+def test_a_document_that_fits_is_tokenised_once_from_window_check_to_runner(engine_settings, monkeypatch) -> None:
+    """The window check tokenises the prompts the engine inside then runs: one tokenizer call per
+    document that fits, where the check and the engine each tokenised the text before."""
+    engine = build_engine(engine_settings, WindowSettings())
+    raw = {"doc_id": "d", "text": "甲方：上海恒达物流有限公司。乙方：王伟。", "field_set": "contract"}
+    doc = decode_document(msgspec.json.encode(raw), 1 << 20)
+    tokenizer = type(engine.tokenizer)
+    calls: list[object] = []
+    original = tokenizer.__call__
+
+    def counting(self, text=None, *args, **kwargs):
+        calls.append(text)
+        return original(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(tokenizer, "__call__", counting)
+    batch = engine.prepare([doc])
+    with_text = [c for c in calls if doc.text in (c if isinstance(c, str) else "".join(c or []))]
+    assert len(with_text) == 1, with_text
+    assert len(batch.plans[0]) == 1
+    monkeypatch.undo()
+    assert engine.run(batch).extractions == engine.extract([doc]).extractions

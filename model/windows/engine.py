@@ -18,7 +18,14 @@ from transformers import PreTrainedTokenizerBase
 
 from model.answers.backoff import Backoff
 from model.answers.checks import document_reasons
-from model.answers.prompt import BOUNDARY_SLACK, fits, prompt_chunks, prompt_overhead, token_ends
+from model.answers.prompt import (
+    BOUNDARY_SLACK,
+    EncodedDocument,
+    encode_prompts,
+    fits,
+    prompt_overhead,
+    token_ends,
+)
 from model.answers.validate import Extraction
 from model.clock import ms_since, sum_timings
 from model.config import EngineSettings
@@ -81,12 +88,17 @@ class WindowedEngine:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def windows_of(self, doc: Document) -> list[Window]:
-        """The windows `doc` is read in: one, the whole text, when every chunk's prompt holds it."""
-        chunks = prompt_chunks(doc, self.settings.labels_per_prompt)
+    def windows_of(self, doc: Document) -> tuple[list[Window], EncodedDocument | None]:
+        """The windows `doc` is read in: one, the whole text, when every chunk's prompt holds it; then
+        also its prompts, tokenised once here for the engine inside (most documents take this way)."""
         limit = self.settings.max_input_tokens
+        whole = [Window(0, len(doc.text), 0, len(doc.text))]
+        encoded = encode_prompts(self.tokenizer, doc, self.settings.labels_per_prompt, limit)
+        if not encoded.truncated and max(len(p) for p in encoded.prompts) <= limit:
+            return whole, encoded
+        chunks = encoded.chunks
         if fits(self.tokenizer, doc.text, doc.task, chunks, limit):
-            return [Window(0, len(doc.text), 0, len(doc.text))]
+            return whole, None
         ends = token_ends(self.tokenizer, doc.text)
         budget = limit - prompt_overhead(self.tokenizer, doc.task, chunks) - BOUNDARY_SLACK
         while True:
@@ -95,7 +107,7 @@ class WindowedEngine:
             if budget <= BOUNDARY_SLACK or all(
                 fits(self.tokenizer, doc.text[w.start : w.end], doc.task, chunks, limit) for w in windows
             ):
-                return windows
+                return windows, None
             budget -= BOUNDARY_SLACK
 
     def extract(self, docs: Sequence[Document]) -> BatchResult:
@@ -105,12 +117,16 @@ class WindowedEngine:
         """The windows and the inner engine's calls, each prepared where the inner engine prepares:
         host work only, so a worker may prepare batch t+1 while batch t runs."""
         started = time.perf_counter()
-        plans = [self.windows_of(doc) for doc in docs]
+        read = [self.windows_of(doc) for doc in docs]
+        plans, encoded = [windows for windows, _ in read], [prompts for _, prompts in read]
         calls = schedule([len(p) for p in plans], self.window_settings.windows_per_batch)
         inputs: list[object] = []
         for call in calls:
             window_docs = [_window_document(docs[d], plans[d], w) for d, w in call]
-            inputs.append(self.inner.prepare(window_docs) if isinstance(self.inner, PreparingEngine) else window_docs)
+            if isinstance(self.inner, PreparingEngine):
+                inputs.append(self.inner.prepare(window_docs, [encoded[d] for d, _ in call]))
+            else:
+                inputs.append(window_docs)
         # The inner engine times its own preparation; the split is counted here.
         return WindowedBatch(docs, plans, calls, inputs, ms_since(started))
 
