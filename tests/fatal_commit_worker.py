@@ -16,19 +16,20 @@ import sys
 from confluent_kafka import KafkaError
 
 import streams.workers.transactional
+from streams.flow.pipeline import Taken
 from streams.flow.routing import Inbound, Outgoing
 from streams.workers.transactional import Outcome, TransactionalWorker
 
 FAIL_BATCH = 2
 INJECTED = "injecting a fatal transactional error"
 original_commit = TransactionalWorker._commit
-original_process = streams.workers.transactional.BatchDriver.process
+original_finish = streams.workers.transactional.BatchDriver.finish
 commits = 0
 
 
-def process_and_say(self, batch: list[Inbound]):
-    print(f"model saw {len(batch)} documents", flush=True)
-    return original_process(self, batch)
+def finish_and_say(self, taken: Taken, prepare_wait_s: float):
+    print(f"model saw {taken.documents} documents", flush=True)
+    return original_finish(self, taken, prepare_wait_s)
 
 
 def commit_failing_once(self: TransactionalWorker, batch: list[Inbound], outgoing: list[Outgoing]) -> Outcome:
@@ -46,7 +47,7 @@ def commit_failing_once(self: TransactionalWorker, batch: list[Inbound], outgoin
 
 if __name__ == "__main__":
     TransactionalWorker._commit = commit_failing_once
-    streams.workers.transactional.BatchDriver.process = process_and_say
+    streams.workers.transactional.BatchDriver.finish = finish_and_say
     from streams.cli.main import main
 
     sys.exit(main())

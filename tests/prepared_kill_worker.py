@@ -2,7 +2,8 @@
 before the model runs it, so that a test can SIGKILL it between prepare and decode.
 
 It prints `batch prepared, not yet run` once a batch is prepared; the test kills on that line. The
-real worker otherwise (at-least-once: the Faust agent, which prepares batch t+1 while t decodes).
+real worker otherwise, in whichever delivery mode the settings name (each prepares batch t+1 while
+t decodes).
 
     python -m tests.prepared_kill_worker worker
 """

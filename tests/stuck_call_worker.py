@@ -16,19 +16,19 @@ import threading
 from collections.abc import Callable
 
 import streams.workers.transactional
-from streams.flow.routing import Inbound
+from streams.flow.pipeline import Taken
 from streams.workers.transactional import TransactionalWorker
 
 HANG_AT = 2
 INJECTED = "send_offsets_to_transaction hangs now"
 original_call = TransactionalWorker._call
-original_process = streams.workers.transactional.BatchDriver.process
+original_finish = streams.workers.transactional.BatchDriver.finish
 sends = 0
 
 
-def process_and_say(self, batch: list[Inbound]):
-    print(f"model saw {len(batch)} documents", flush=True)
-    return original_process(self, batch)
+def finish_and_say(self, taken: Taken, prepare_wait_s: float):
+    print(f"model saw {taken.documents} documents", flush=True)
+    return original_finish(self, taken, prepare_wait_s)
 
 
 def call_hanging_once(self: TransactionalWorker, what: str, call: Callable[[], None]) -> None:
@@ -43,7 +43,7 @@ def call_hanging_once(self: TransactionalWorker, what: str, call: Callable[[], N
 
 if __name__ == "__main__":
     TransactionalWorker._call = call_hanging_once
-    streams.workers.transactional.BatchDriver.process = process_and_say
+    streams.workers.transactional.BatchDriver.finish = finish_and_say
     from streams.cli.main import main
 
     sys.exit(main())

@@ -42,6 +42,8 @@ READY = "exactly-once worker ready"
 OPEN = "transaction open"
 COMMITTED = " committed in "
 SLOW_COMMIT_WORKER = [sys.executable, "-m", "tests.slow_commit_worker", "worker"]
+PREPARED_KILL_WORKER = [sys.executable, "-m", "tests.prepared_kill_worker", "worker"]
+PREPARED = "batch prepared, not yet run"
 KILLS = 3
 DOCUMENTS = 1000
 
@@ -232,3 +234,44 @@ def test_a_hung_transactional_call_is_given_up_at_its_deadline_and_the_results_w
     accounting.assert_complete()
     assert accounting.duplicated == 0
     assert seen_by_model == accounting.sent, f"{seen_by_model} documents through the model for {accounting.sent}"
+
+
+@pytest.mark.timeout(900)
+def test_killed_with_a_batch_prepared_ahead_every_document_is_written_once(exactly_once) -> None:
+    """The worker polls and prepares batch t+1 while t decodes and commits; SIGKILLed with one
+    prepared (tests/prepared_kill_worker.py), its offsets were never committed: the restarted worker
+    consumes it again, and read_committed sees one result per document."""
+    settings, slow_worker, committed, _ = exactly_once
+    t = settings.topics
+    worker = WorkerProcess(slow_worker.env, slow_worker.log_path.with_name("prepared.log"), PREPARED_KILL_WORKER)
+    messages, ids = sample_messages(400, seed=69)
+
+    def answered(outputs) -> int:
+        return len(set(outputs.doc_ids(t.fields, t.review, t.dead_letter)))
+
+    worker.start()
+    produce_lines(settings, t.raw, messages)
+    left_at_kill = []
+    try:
+        for threshold in (60, 200):
+            committed.read_until(lambda o, n=threshold: answered(o) >= n, timeout_s=300, worker=worker)
+            worker.wait_for_log(PREPARED, count=worker.log_count(PREPARED) + 1, timeout_s=120)
+            worker.kill()
+            left_at_kill.append(len(ids) - answered(committed.outputs))
+            worker.start()
+        out = committed.read_until(lambda o: ids <= set(o.doc_ids(t.fields, t.review, t.dead_letter)), 600, worker)
+        out = committed.drain()
+    finally:
+        worker.stop()
+    accounting = Accounting.of(ids, out.results(settings))
+    report(
+        "exactly-once-sigkill-between-prepare-and-decode",
+        sent=accounting.sent,
+        received=accounting.received,
+        duplicated=accounting.duplicated,
+        lost=len(accounting.lost),
+        left_at_kill=left_at_kill,
+    )
+    assert all(left > 0 for left in left_at_kill), left_at_kill
+    accounting.assert_complete()
+    assert accounting.duplicated == 0, "a document has more than one committed result record"

@@ -163,7 +163,7 @@ def test_the_pipeline_returns_what_it_measured_and_the_driver_reports_it(referen
     tokens_before = metrics.REGISTRY.get_sample_value("seqstream_generated_tokens_total")
     queued_before = metrics.REGISTRY.get_sample_value("seqstream_stage_seconds_count", {"stage": "queue"})
 
-    processed = driver.process([first, bad])
+    processed = driver.finish(driver.take([first, bad]), 0.0)
 
     measured = processed.measured
     assert measured.documents == 2 and len(measured.queue_s) == 1 and measured.queue_s[0] >= 2.0

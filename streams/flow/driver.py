@@ -5,7 +5,8 @@ A driver fetches messages and hands them over as `Inbound`s (streams/kafka/inbou
 when it was fetched, so its queue time counts, and when its batch was taken; from there every mode
 goes the same way:
 
-1. `process`: the pipeline, on the model thread, and the metrics of what it measured;
+1. `take` (decode, prompts, grammars: host work, on a prepare thread one batch ahead) and `finish`
+   (the model and routing, on the model thread, and the metrics of what it measured);
 2. the driver writes the outputs and, once the broker acknowledged all of them, acknowledges the
    input offsets (Faust acks, a transaction commits, a file is written): only this differs by mode;
 3. `delivered`: the output and input counts, the produce stage and the batch's log line.
@@ -40,12 +41,6 @@ class BatchDriver:
         self.outcome_of = outcome_of_topic(topics)
         self.settled = settled
         self.writing = writing
-
-    def process(self, batch: Sequence[Inbound]) -> ProcessedBatch:
-        """The pipeline on one batch (on the model thread), and the metrics of the work it did."""
-        started = time.monotonic()
-        taken = self.pipeline.take(batch)
-        return self.finish(taken, time.monotonic() - started)
 
     def take(self, batch: Sequence[Inbound]) -> Taken:
         """The batch decoded and prepared for the engine: host work, which a driver may do for batch

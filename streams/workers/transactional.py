@@ -11,6 +11,11 @@ Why not Faust's `processing_guarantee="exactly_once"`: faust-streaming has open 
 duplicates after a kill under read_committed (#517), of sends outside the transaction (#177) and of
 crashes on rebalance (#323). The transaction opens only after the model is done with the batch, so
 it spans the writes alone and stays short whatever the model's speed.
+
+Batch t+1 is polled and taken (decoded, tokenised, grammars built) on a thread of its own while the
+model runs batch t, as in the other modes. Its offsets are committed only in its own transaction,
+so it is dropped, and consumed again, wherever batch t is not committed (its partitions rewound) or
+a rebalance came in between (the next owner starts from the committed offsets).
 """
 
 from __future__ import annotations
@@ -20,12 +25,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from streams.flow.driver import BatchDriver
-from streams.flow.pipeline import Pipeline
+from streams.flow.pipeline import Pipeline, Taken
 from streams.flow.routing import Outgoing
 from streams.kafka.backoff import Backoff
 from streams.kafka.checkpoint import Checkpoint, first_offsets, next_offsets
@@ -42,6 +49,8 @@ log = logging.getLogger(__name__)
 RETRY_PAUSE_MAX_S = 5.0
 # New producers tried for one batch's kept results before the batch is consumed again instead.
 WRITE_AGAIN_MAX = 3
+# How long the worker waits for a first message when it holds no batch.
+FIRST_WAIT_S = 1.0
 
 
 class Outcome(enum.Enum):
@@ -54,6 +63,17 @@ class Outcome(enum.Enum):
     WRITE_AGAIN = "write again"
 
 
+@dataclass
+class Ahead:
+    """A polled batch and its taking (decode, prompts, grammars) on the prepare thread."""
+
+    batch: list[Inbound]
+    taken: Future[Taken]
+
+    def partitions(self) -> set[tuple[str, int]]:
+        return {(i.topic, i.partition) for i in self.batch}
+
+
 class TransactionalWorker:
     def __init__(self, settings: Settings, pipeline: Pipeline) -> None:
         self.settings = settings
@@ -64,6 +84,8 @@ class TransactionalWorker:
         self.membership = membership(settings.kafka.group_instance_id, settings.worker.app_id)
         self.consumer = self._new_consumer()
         self.checkpoint = Checkpoint(self.consumer)
+        # Partitions revoked since the batch in hand was polled: its results must not be committed.
+        self.revoked: set[tuple[str, int]] = set()
         self.producer = self._new_producer()
         self.driver = BatchDriver(pipeline, settings.topics, settled="committed", writing="transaction")
         # While brokers are short (NOT_ENOUGH_REPLICAS) a batch fails to commit again and again:
@@ -120,12 +142,14 @@ class TransactionalWorker:
             transactional_id(self.settings.worker),
             self.membership.instance_id or "dynamic",
         )
+        # One slot: the worker holds at most two batches beside the consumer's prefetch.
+        ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prepare")
+        held: Ahead | None = None
         try:
             while not stop.is_set():
-                batch = self._next_batch()
-                if batch:
-                    self._process(batch)
+                held = self._process(held, ahead) if held else self._take(ahead, FIRST_WAIT_S)
         finally:
+            ahead.shutdown(cancel_futures=True)  # a batch taken ahead was never committed: consumed again
             if server is not None:
                 server.stop()
             self.consumer.close()
@@ -137,16 +161,22 @@ class TransactionalWorker:
         log.info("assigned %s", sorted(self.checkpoint.assigned))
 
     def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        # Nothing is in flight here: each batch commits before the next poll, where rebalances happen.
+        # Called inside a poll; the batch in hand, polled before, is checked against these after it.
         self.checkpoint.revoke(partitions)
+        self.revoked |= {(tp.topic, tp.partition) for tp in partitions}
 
-    def _next_batch(self) -> list[Inbound]:
-        """Wait up to a second for one message, then at most the batch window for the rest."""
-        first = self.consumer.poll(1.0)
+    def _take(self, pool: ThreadPoolExecutor, wait_s: float, window_s: float | None = None) -> Ahead | None:
+        """The next batch, polled here and taken on the prepare thread; None when none came."""
+        batch = self._next_batch(wait_s, window_s)
+        return Ahead(batch, pool.submit(self.driver.take, batch)) if batch else None
+
+    def _next_batch(self, wait_s: float, window_s: float | None = None) -> list[Inbound]:
+        """Wait up to `wait_s` for one message, then at most `window_s` (the batch window) for the rest."""
+        first = self.consumer.poll(wait_s)
         if first is None:
             return []
         first_fetched_at = time.monotonic()
-        window_s = self.settings.batch.window_ms / 1000
+        window_s = self.settings.batch.window_ms / 1000 if window_s is None else window_s
         rest = self.consumer.consume(self.settings.batch.max_documents - 1, timeout=window_s)
         rest_fetched_at = time.monotonic()
         if (fatal := fatal_error([first, *rest])) is not None:
@@ -156,14 +186,28 @@ class TransactionalWorker:
         batch = [Inbound.of(m, received_at, first_fetched_at) for m in polled_messages([first], _warn)]
         return batch + [Inbound.of(m, received_at, rest_fetched_at) for m in polled_messages(rest, _warn)]
 
-    def _process(self, batch: list[Inbound]) -> None:
+    def _process(self, held: Ahead, pool: ThreadPoolExecutor) -> Ahead | None:
+        """The batch in hand through the model and its transaction, the next one taken meanwhile;
+        returns that next one, or None where it was dropped to be consumed again."""
         started = time.monotonic()
-        processed = self.driver.process(batch)
+        taken = held.taken.result()
+        waited_s = time.monotonic() - started
+        consumer, self.revoked = self.consumer, set()
+        # What the consumer has already fetched, without waiting: the batch in hand is not delayed.
+        following = self._take(pool, 0, 0)
+        if self.consumer is not consumer or self.revoked & held.partitions():
+            # A rebalance, or a new consumer, while the batch waited: its partitions' new owner (or
+            # this worker's new consumer) starts from the committed offsets, so neither is kept.
+            log.info("partitions moved with a batch in hand: it is consumed again, not committed")
+            self.checkpoint.rewind([*held.batch, *(following.batch if following else [])])
+            return None
+        batch = held.batch
+        processed = self.driver.finish(taken, waited_s)
         produce_started = time.monotonic()
         for _ in range(WRITE_AGAIN_MAX):
             outcome = self._commit(batch, processed.outgoing)
             if outcome is Outcome.REWOUND:
-                return
+                return self._drop(following, held)
             if outcome is Outcome.COMMITTED:
                 break
             # WRITE_AGAIN: the batch's results are kept and written again in a new transaction,
@@ -172,10 +216,18 @@ class TransactionalWorker:
             # Failing fatally each time is not the producer's doing (a fenced consumer's group
             # metadata, say): the batch goes back to the consumer, which gets its own remedy.
             self.checkpoint.rewind(batch)
-            return
+            return self._drop(following, held)
         # The transaction's own time (writes and commit, the model excluded) is what must stay well
         # inside kafka.transaction_timeout_s; ops/RELIABILITY.md quotes it from the batch's log line.
         self.driver.delivered(processed, started, time.monotonic() - produce_started)
+        return following
+
+    def _drop(self, following: Ahead | None, rewound: Ahead) -> None:
+        """The batch taken ahead of one that was rewound goes back too: where it shares a partition
+        with that one the rewind covers it, elsewhere it is rewound to its own first message."""
+        if following is not None:
+            shared = rewound.partitions()
+            self.checkpoint.rewind([i for i in following.batch if (i.topic, i.partition) not in shared])
 
     def _commit(self, batch: list[Inbound], outgoing: list[Outgoing]) -> Outcome:
         """One transaction for the batch's records and offsets: committed, aborted and rewound (to be
