@@ -114,7 +114,7 @@ def test_same_greedy_tokens_and_logits_as_transformers(peaky_model, sharing: boo
         size = rng.randint(1, 9)
         groups.append(
             [
-                DocPrompts(j, per_doc[j], shared_prefix(per_doc[j]) if sharing else 0)
+                DocPrompts(j, [Request(p) for p in per_doc[j]], shared_prefix(per_doc[j]) if sharing else 0)
                 for j in range(i, min(i + size, len(docs)))
             ]
         )
@@ -136,7 +136,7 @@ def test_backends_agree_with_each_other(peaky_model) -> None:
     loaded, settings = peaky_model
     docs = many_labels_documents(12, seed=9)
     per_doc = [encode_prompts(loaded.tokenizer, d, 6, 1024).prompts for d in docs]
-    groups = [[DocPrompts(j, per_doc[j], shared_prefix(per_doc[j])) for j in range(len(docs))]]
+    groups = [[DocPrompts(j, [Request(p) for p in per_doc[j]], shared_prefix(per_doc[j])) for j in range(len(docs))]]
     results = {}
     for backend in available_backends(torch.device("cpu")):
         results[backend] = ours_greedy(FastRunner(loaded, settings, backend=backend), groups)
@@ -193,7 +193,7 @@ def test_compiled_decode_step_matches_eager(peaky_model) -> None:
     loaded, settings = peaky_model
     docs = many_labels_documents(6, seed=11)
     per_doc = [encode_prompts(loaded.tokenizer, d, 6, 1024).prompts for d in docs]
-    groups = [[DocPrompts(j, per_doc[j], shared_prefix(per_doc[j])) for j in range(len(docs))]]
+    groups = [[DocPrompts(j, [Request(p) for p in per_doc[j]], shared_prefix(per_doc[j])) for j in range(len(docs))]]
     compiled_engine = FastRunner(loaded, settings, compile_decode=True)
     assert compiled_engine.info.attention.endswith("+compiled")
     plain_tokens, plain_logits = ours_greedy(FastRunner(loaded, settings, compile_decode=False), groups)
@@ -229,8 +229,9 @@ def test_a_batch_fits_the_cache_with_its_longest_prompt_and_largest_room(engine_
     runner = FastRunner(load_model(engine_settings), engine_settings)
     long_prompt, short_prompt = [5] * (runner.max_len - 40), [5] * 10
     rooms = [30, runner.max_len - 20]
-    assert [[d.index for d in g] for g in runner.plan([[long_prompt], [short_prompt]], rooms)] == [[1], [0]]
-    assert [[d.index for d in g] for g in runner.plan([[long_prompt], [short_prompt]], [30, 30])] == [[1, 0]]
+    both = [[Request(long_prompt)], [Request(short_prompt)]]
+    assert [[d.index for d in g] for g in runner.plan(both, rooms)] == [[1], [0]]
+    assert [[d.index for d in g] for g in runner.plan(both, [30, 30])] == [[1, 0]]
     requests = [
         Request(long_prompt, max_new_tokens=rooms[0], doc=0),
         Request(short_prompt, max_new_tokens=rooms[1], doc=1),

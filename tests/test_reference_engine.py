@@ -10,7 +10,7 @@ from model.answers.prompt import build_prompt, encode, encode_prompts, fit_text,
 from model.build import build_engine
 from model.config import EngineSettings
 from model.runner.loading import ModelNotFoundError
-from model.runner.reference import Prompt
+from model.runner.protocol import Request
 from ops.demo.samples import sample_documents
 from schemas.decode import decode_document
 from schemas.messages import Document, ReviewCode
@@ -31,7 +31,7 @@ def test_generation_is_plain_greedy(reference_engine) -> None:
     doc = documents(1)[0]
     [prompt, *_] = encode_prompts(reference_engine.tokenizer, doc, 6, 1024).prompts
     # No row constraint: generate() is transformers' own greedy, the oracle.
-    [generation] = reference_engine.inner.runner.generate_batch([Prompt(0, prompt)]).generations
+    [generation] = reference_engine.inner.runner.generate_batch([Request(prompt)]).generations
     ids = list(prompt)
     with torch.inference_mode():
         for expected in generation.token_ids:

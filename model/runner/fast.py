@@ -7,9 +7,10 @@ It returns the same `Generation`s as the reference runner (tests hold it to that
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -17,7 +18,6 @@ from torch import nn
 from model.clock import ms_since
 from model.config import EngineSettings, decode_settings
 from model.grammar.constrainer import new_constrainer
-from model.grammar.protocol import Row
 from model.runner.attention import make_attention, pick_backend
 from model.runner.bloom import MIN_GEMM_ROWS, Bloom
 from model.runner.generate import Decoding, decode_n_tokens, make_decode_one_token, prefill
@@ -34,13 +34,17 @@ MIN_SHARED_PREFIX = 8
 
 @dataclass
 class DocPrompts:
+    """One document's requests, decoded in one group: the flow's `Request`s as they came, with the
+    tokens at the start of every prompt that are computed once for all of them (`shared`)."""
+
     index: int
-    prompts: list[list[int]]
-    shared: int  # tokens at the start of every prompt computed once for all of them
-    # One per prompt when decoding is constrained; empty leaves the document's rows free.
-    constraints: list[Row] = field(default_factory=list)
-    # Per prompt, the tokens its grammar has already been fed (a re-decode's kept prefix).
-    fed: list[list[int]] = field(default_factory=list)
+    requests: list[Request]
+    shared: int = 0
+
+    @functools.cached_property
+    def prompts(self) -> list[list[int]]:
+        """Each request's prompt and kept prefix: the tokens its row is prefilled with."""
+        return [r.prompt + r.prefix for r in self.requests]
 
 
 def shared_prefix(prompts: Sequence[Sequence[int]]) -> int:
@@ -125,12 +129,8 @@ class FastRunner:
         docs = list(per_doc.values())
         out: list[Generation] = [Generation()] * len(requests)
         spent = Generated()
-        prompts = [[requests[i].prompt + requests[i].prefix for i in doc] for doc in docs]
-        for group in self.plan(prompts, [max(limits[i] for i in doc) for doc in docs]):
-            for doc_prompts in group:
-                mine = [requests[i] for i in docs[doc_prompts.index]]
-                doc_prompts.constraints = [r.grammar for r in mine] if any(r.grammar for r in mine) else []
-                doc_prompts.fed = [r.prefix for r in mine]
+        per_doc_requests = [[requests[i] for i in doc] for doc in docs]
+        for group in self.plan(per_doc_requests, [max(limits[i] for i in doc) for doc in docs]):
             limit = max(1, *(limits[i] for d in group for i in docs[d.index]))
             generated = self.generate_group(group, max_new_tokens=limit)
             rows = iter(generated.generations)
@@ -141,25 +141,27 @@ class FastRunner:
         spent.generations = out
         return spent
 
-    def plan(self, prompts_per_doc: list[list[list[int]]], rooms: list[int] | None = None) -> list[list[DocPrompts]]:
+    def plan(self, requests_per_doc: list[list[Request]], rooms: list[int] | None = None) -> list[list[DocPrompts]]:
         """Documents of similar length together (less padding), at most `prompts_per_forward` prompts
         per group unless one document alone has more; a document's prompts stay in one group. A
         group's longest prompt plus its largest room (`rooms`: new tokens per document, the settings'
         limit by default) fits the cache: each document fits alone, but a long prompt beside another
         document's larger room (a re-decode's shorter prefix) would not."""
-        rooms = rooms or [self.settings.max_new_tokens] * len(prompts_per_doc)
-        order = sorted(range(len(prompts_per_doc)), key=lambda i: max(len(p) for p in prompts_per_doc[i]))
+        rooms = rooms or [self.settings.max_new_tokens] * len(requests_per_doc)
+        docs = [DocPrompts(i, requests) for i, requests in enumerate(requests_per_doc)]
+        order = sorted(range(len(docs)), key=lambda i: max(len(p) for p in docs[i].prompts))
         groups: list[list[DocPrompts]] = []
         rows = longest = room = 0
         for i in order:
-            prompts = prompts_per_doc[i]
+            doc = docs[i]
+            prompts = doc.prompts
             length = max(len(p) for p in prompts)
             need = bucket(max(longest, length) + max(room, rooms[i]) + 1, LENGTH_BUCKET)
             if not groups or rows + len(prompts) > self.settings.prompts_per_forward or need > self.max_len:
                 groups.append([])
                 rows = longest = room = 0
-            shared = shared_prefix(prompts) if self.prefix_sharing else 0
-            groups[-1].append(DocPrompts(i, prompts, shared))
+            doc.shared = shared_prefix(prompts) if self.prefix_sharing else 0
+            groups[-1].append(doc)
             rows += len(prompts)
             longest, room = max(longest, length), max(room, rooms[i])
         return groups
@@ -197,9 +199,9 @@ class FastRunner:
             observe = self._in_group_order(observe, group, order)
         ends = self._tensor([len(p) for _, p in rows] + [1] * (n_rows - len(rows)))
         padding = self._tensor([False] * len(rows) + [True] * (n_rows - len(rows)), torch.bool)
-        grammars = [c for d in docs for c in (d.constraints or [None] * len(d.prompts))]
-        fed = [f for d in docs for f in (d.fed or [[]] * len(d.prompts))]
-        constrained = any(d.constraints for d in docs)
+        grammars = [r.grammar for d in docs for r in d.requests]
+        fed = [r.prefix for d in docs for r in d.requests]
+        constrained = any(g is not None for g in grammars)
         grammar_started = time.perf_counter()
         prefills = len(logits) - 1 + (1 if any(d.shared for d in docs) else 0)
         decoding = Decoding(

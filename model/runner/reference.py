@@ -9,27 +9,18 @@ import copy
 import dataclasses
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import torch
 from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
 
 from model.config import EngineSettings, decode_settings
 from model.grammar.constrainer import new_constrainer
-from model.grammar.protocol import Grammar, Row
+from model.grammar.protocol import Grammar
 from model.runner.loading import LoadedModel
 from model.runner.protocol import Generated, Passes, Request
 from model.runner.quantize import QuantizeError
 from model.signals import Generation, StepSignals, collect_generations, cut, step_signals
 from schemas.messages import ModelInfo
-
-
-@dataclass
-class Prompt:
-    doc_index: int
-    token_ids: list[int]
-    constraint: Row | None = None
-    fed: list[int] = field(default_factory=list)  # tokens its grammar has already been fed
 
 
 class _GreedySignals(LogitsProcessor):
@@ -103,11 +94,7 @@ class ReferenceRunner:
         step = self.settings.prompts_per_forward
         for start in range(0, len(order), step):
             group = order[start : start + step]
-            prompts = [
-                Prompt(i, requests[i].prompt + requests[i].prefix, requests[i].grammar, requests[i].prefix)
-                for i in group
-            ]
-            generated = self.generate_batch(prompts, max(1, *(limits[i] for i in group)))
+            generated = self.generate_batch([requests[i] for i in group], max(1, *(limits[i] for i in group)))
             for i, generation in zip(group, generated.generations, strict=True):
                 out[i] = cut(generation, limits[i])
             spent += dataclasses.replace(generated, generations=[])
@@ -115,16 +102,16 @@ class ReferenceRunner:
         return spent
 
     @torch.inference_mode()
-    def generate_batch(self, prompts: list[Prompt], max_new_tokens: int | None = None) -> Generated:
-        """One call of transformers' generate() over `prompts`, left-padded."""
-        batch = [p.token_ids for p in prompts]
+    def generate_batch(self, requests: list[Request], max_new_tokens: int | None = None) -> Generated:
+        """One call of transformers' generate() over the requests' prompts and prefixes, left-padded."""
+        batch = [r.prompt + r.prefix for r in requests]
         width = max(len(ids) for ids in batch)
         input_ids = torch.tensor([[self.pad_id] * (width - len(ids)) + ids for ids in batch])
         attention_mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in batch])
         grammar = None
-        if any(p.constraint for p in prompts):
-            rows, fed = [p.constraint for p in prompts], [p.fed for p in prompts]
-            grammar = self.constrainer.grammar(rows, fed, len(prompts), self.loaded.model.config.vocab_size)
+        if any(r.grammar for r in requests):
+            rows, fed = [r.grammar for r in requests], [r.prefix for r in requests]
+            grammar = self.constrainer.grammar(rows, fed, len(requests), self.loaded.model.config.vocab_size)
         recorder = _GreedySignals(self.settings.top_alternatives, grammar)
         started = time.perf_counter()
         self.loaded.model.generate(
