@@ -1,0 +1,112 @@
+"""jieba's part-of-speech tagger with its hidden Markov model decoded by a vectorised Viterbi.
+
+jieba.posseg runs its HMM (256 states: word position B/M/E/S times tag) over each run of characters
+its dictionary does not cover, in pure Python: on the engine benchmark's documents that was about
+80% of the host's work per document. `Tagger` is jieba's own `POSTokenizer` with the same tables
+(shipped in jieba's wheel); only the Viterbi is done with numpy. It adds the same float64 terms in
+the same order and breaks ties the way jieba's `max` over `(score, state)` tuples does (the larger
+state wins), so its output is jieba's to the tag: `tests/test_words.py` checks that on every corpus.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+MIN_FLOAT = -3.14e100  # jieba's score of an emission its table lacks
+MIN_INF = float("-inf")  # and of a transition it lacks
+
+
+class _Model:
+    """jieba.posseg's tables as arrays, states in Python's tuple order (the order of jieba's ties)."""
+
+    def __init__(self) -> None:
+        from jieba.posseg.char_state_tab import P as char_states
+        from jieba.posseg.prob_emit import P as emit
+        from jieba.posseg.prob_start import P as start
+        from jieba.posseg.prob_trans import P as trans
+
+        self.states: list[tuple[str, str]] = sorted(trans)
+        index = {state: i for i, state in enumerate(self.states)}
+        n = len(self.states)
+        self.start = np.array([start[s] for s in self.states])
+        self.trans = np.full((n, n), MIN_INF)
+        for s, nexts in trans.items():
+            for t, p in nexts.items():
+                self.trans[index[s], index[t]] = p
+        self.follows = self.trans > MIN_INF  # jieba's `trans_p[x].keys()`
+        self.leads = self.follows.any(axis=1)  # `len(trans_p[x]) > 0`
+        self._emit = emit
+        self._char_states = {c: np.isin(np.arange(n), [index[s] for s in ss]) for c, ss in char_states.items()}
+        self._all = np.ones(n, dtype=bool)
+
+    def allowed(self, char: str) -> np.ndarray:
+        return self._char_states.get(char, self._all)
+
+    @functools.lru_cache(maxsize=8192)  # noqa: B019 - one model per process, kept for its life
+    def emission(self, char: str) -> np.ndarray:
+        return np.array([self._emit[s].get(char, MIN_FLOAT) for s in self.states])
+
+
+@functools.cache
+def _model() -> _Model:
+    return _Model()
+
+
+def viterbi(text: str) -> list[tuple[str, str]]:
+    """jieba.posseg.viterbi's route for `text` (a run of Han characters), state by state."""
+    m = _model()
+    live = m.allowed(text[0])
+    score = np.full(len(m.states), MIN_INF)
+    score[live] = (m.start + m.emission(text[0]))[live]
+    back: list[np.ndarray] = []
+    for char in text[1:]:
+        prev = np.flatnonzero(live & m.leads)
+        expected = m.follows[prev].any(axis=0)
+        now = m.allowed(char) & expected
+        if not now.any():
+            now = expected if expected.any() else m._all
+        cols = np.flatnonzero(now)
+        totals = (score[prev][:, None] + m.trans[np.ix_(prev, cols)]) + m.emission(char)[cols]
+        # The last of the equal best rows: jieba's max over (score, state) prefers the larger state.
+        best = len(prev) - 1 - np.argmax(totals[::-1], axis=0)
+        score = np.full(len(m.states), MIN_INF)
+        score[cols] = totals[best, np.arange(len(cols))]
+        pointer = np.zeros(len(m.states), dtype=np.int64)
+        pointer[cols] = prev[best]
+        back.append(pointer)
+        live = now
+    ends = np.flatnonzero(live)
+    state = int(ends[len(ends) - 1 - np.argmax(score[ends][::-1])])
+    route = [state]
+    for pointer in reversed(back):
+        state = int(pointer[state])
+        route.append(state)
+    return [m.states[s] for s in reversed(route)]
+
+
+def tagger(tokenizer: Any) -> Any:
+    """A `jieba.posseg.POSTokenizer` over `tokenizer` whose HMM step is `viterbi`."""
+    import jieba.posseg
+
+    class Tagger(jieba.posseg.POSTokenizer):
+        # jieba's private `__cut`, the only caller of its Viterbi; the rest of the tokenizer is its own.
+        def _POSTokenizer__cut(self, sentence: str) -> Iterator[jieba.posseg.pair]:
+            route = viterbi(sentence)
+            begin = after = 0
+            for i, (position, tag) in enumerate(route):
+                if position == "B":
+                    begin = i
+                elif position == "E":
+                    yield jieba.posseg.pair(sentence[begin : i + 1], tag)
+                    after = i + 1
+                elif position == "S":
+                    yield jieba.posseg.pair(sentence[i], tag)
+                    after = i + 1
+            if after < len(sentence):
+                yield jieba.posseg.pair(sentence[after:], route[after][1])
+
+    return Tagger(tokenizer)

@@ -1,0 +1,45 @@
+"""The vectorised part-of-speech Viterbi (model/answers/tagger.py) tags every text as jieba does."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jieba.posseg
+import pytest
+
+from model.answers.tagger import tagger, viterbi
+from model.answers.words import _segmenters
+from ops.demo.samples import sample_documents
+
+CORPORA = sorted(p for p in Path("ops/corpus").glob("*.jsonl") if not p.name.endswith(".truth.jsonl"))
+
+
+def _texts() -> list[str]:
+    hand_written = [json.loads(line)["text"] for path in CORPORA for line in path.read_text().splitlines() if line]
+    generated = [raw["text"] for raw, _ in sample_documents(150, seed=3)]
+    return hand_written + generated
+
+
+def test_every_corpus_is_tagged_as_jieba_tags_it() -> None:
+    tokenizer, ours = _segmenters()
+    theirs = jieba.posseg.POSTokenizer(tokenizer)
+    texts = _texts()
+    assert len(texts) > 250
+    differing = [
+        t for t in texts if [(p.word, p.flag) for p in ours.cut(t)] != [(p.word, p.flag) for p in theirs.cut(t)]
+    ]
+    assert differing == []
+
+
+@pytest.mark.parametrize("run", ["张", "宋志远", "恒信精密机械", "罗文斌在浦东新区张江路", "的的的的"])
+def test_the_route_is_jiebas_route(run: str) -> None:
+    from jieba.posseg import char_state_tab, prob_emit, prob_start, prob_trans
+
+    _, expected = jieba.posseg.viterbi(run, char_state_tab.P, prob_start.P, prob_trans.P, prob_emit.P)
+    assert viterbi(run) == expected
+
+
+def test_the_tagger_is_a_jieba_tokenizer() -> None:
+    tokenizer, _ = _segmenters()
+    assert isinstance(tagger(tokenizer), jieba.posseg.POSTokenizer)
