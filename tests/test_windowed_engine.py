@@ -173,12 +173,8 @@ def test_the_document_checks_of_a_long_document_judge_its_whole_record() -> None
         assert (reason.label, reason.value) == ("联系电话", "13800138000") and "window" not in reason.detail
 
 
-def test_a_document_that_fits_is_tokenised_once_from_window_check_to_runner(engine_settings, monkeypatch) -> None:
-    """The window check tokenises the prompts the engine inside then runs: one tokenizer call per
-    document that fits, where the check and the engine each tokenised the text before."""
-    engine = build_engine(engine_settings, WindowSettings())
-    raw = {"doc_id": "d", "text": "甲方：上海恒达物流有限公司。乙方：王伟。", "field_set": "contract"}
-    doc = decode_document(msgspec.json.encode(raw), 1 << 20)
+def _text_tokenisations(engine: Engine, doc, monkeypatch) -> tuple[int, object]:
+    """How many tokenizer calls preparing `doc` makes with its whole text in them, and the batch."""
     tokenizer = type(engine.tokenizer)
     calls: list[object] = []
     original = tokenizer.__call__
@@ -189,8 +185,28 @@ def test_a_document_that_fits_is_tokenised_once_from_window_check_to_runner(engi
 
     monkeypatch.setattr(tokenizer, "__call__", counting)
     batch = engine.prepare([doc])
-    with_text = [c for c in calls if doc.text in (c if isinstance(c, str) else "".join(c or []))]
-    assert len(with_text) == 1, with_text
-    assert len(batch.plans[0]) == 1
     monkeypatch.undo()
+    return sum(doc.text in (c if isinstance(c, str) else "".join(c or [])) for c in calls), batch
+
+
+def test_a_document_that_fits_is_tokenised_once_from_window_check_to_runner(engine_settings, monkeypatch) -> None:
+    """The window check tokenises the prompts the engine inside then runs: one tokenizer call per
+    document that fits, where the check and the engine each tokenised the text before."""
+    engine = build_engine(engine_settings, WindowSettings())
+    raw = {"doc_id": "d", "text": "甲方：上海恒达物流有限公司。乙方：王伟。", "field_set": "contract"}
+    doc = decode_document(msgspec.json.encode(raw), 1 << 20)
+    calls, batch = _text_tokenisations(engine, doc, monkeypatch)
+    assert calls == 1
+    assert len(batch.plans[0]) == 1
     assert engine.run(batch).extractions == engine.extract([doc]).extractions
+
+
+def test_a_long_document_is_tokenised_whole_twice_before_its_windows(windowed, monkeypatch) -> None:
+    """The prompts' batched call finds it too long; then its text alone, once, both for the fit and for
+    the cuts (the fit, the tail cut and the cuts each tokenised it before)."""
+    samples = [raw["text"] for raw, _ in sample_documents(6, seed=3)]
+    raw = {"doc_id": "long", "text": long_text(samples), "field_set": "contract"}
+    doc = decode_document(msgspec.json.encode(raw), 1 << 22)
+    calls, batch = _text_tokenisations(windowed, doc, monkeypatch)
+    assert calls == 2
+    assert len(batch.plans[0]) > 1

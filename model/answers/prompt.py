@@ -95,15 +95,25 @@ class EncodedDocument(NamedTuple):
     text: str  # the part of the document the prompts hold: all values must come from it
 
 
+def encode_if_short(
+    tokenizer: PreTrainedTokenizerBase, doc: Document, chunks: list[tuple[str, ...]], max_input_tokens: int
+) -> EncodedDocument | None:
+    """Every chunk's prompt in one batched call, where the longest stays clear of the window's edge."""
+    prompts = tokenizer([build_prompt(doc.text, doc.task, c) for c in chunks])["input_ids"]
+    if max(len(p) for p in prompts) <= max_input_tokens - BOUNDARY_SLACK:
+        return EncodedDocument(chunks, prompts, False, doc.text)
+    return None
+
+
 def encode_prompts(
     tokenizer: PreTrainedTokenizerBase, doc: Document, labels_per_prompt: int, max_input_tokens: int
 ) -> EncodedDocument:
     chunks = prompt_chunks(doc, labels_per_prompt)
     # Most documents fit: one batched call tokenises every chunk's prompt, and the window check
     # (the text tokenised alone, then cut) runs only where the longest prompt comes near the window.
-    prompts = tokenizer([build_prompt(doc.text, doc.task, c) for c in chunks])["input_ids"]
-    if max(len(p) for p in prompts) <= max_input_tokens - BOUNDARY_SLACK:
-        return EncodedDocument(chunks, prompts, False, doc.text)
+    short = encode_if_short(tokenizer, doc, chunks, max_input_tokens)
+    if short is not None:
+        return short
     text, truncated = fit_text(tokenizer, doc, chunks, max_input_tokens)
     return EncodedDocument(
         chunks, [encode(tokenizer, build_prompt(text, doc.task, c)) for c in chunks], truncated, text

@@ -21,8 +21,9 @@ from model.answers.checks import document_reasons
 from model.answers.prompt import (
     BOUNDARY_SLACK,
     EncodedDocument,
-    encode_prompts,
+    encode_if_short,
     fits,
+    prompt_chunks,
     prompt_overhead,
     token_ends,
 )
@@ -93,14 +94,16 @@ class WindowedEngine:
         also its prompts, tokenised once here for the engine inside (most documents take this way)."""
         limit = self.settings.max_input_tokens
         whole = [Window(0, len(doc.text), 0, len(doc.text))]
-        encoded = encode_prompts(self.tokenizer, doc, self.settings.labels_per_prompt, limit)
-        if not encoded.truncated and max(len(p) for p in encoded.prompts) <= limit:
+        chunks = prompt_chunks(doc, self.settings.labels_per_prompt)
+        encoded = encode_if_short(self.tokenizer, doc, chunks, limit)
+        if encoded is not None:
             return whole, encoded
-        chunks = encoded.chunks
-        if fits(self.tokenizer, doc.text, doc.task, chunks, limit):
-            return whole, None
+        # Near or past the window: the text is tokenised alone once, for the fit and for the cuts.
         ends = token_ends(self.tokenizer, doc.text)
-        budget = limit - prompt_overhead(self.tokenizer, doc.task, chunks) - BOUNDARY_SLACK
+        overhead = prompt_overhead(self.tokenizer, doc.task, chunks)
+        if overhead + len(ends) <= limit:
+            return whole, None
+        budget = limit - overhead - BOUNDARY_SLACK
         while True:
             windows = split_text(doc.text, ends, budget, self.window_settings.overlap_tokens)
             # A window re-tokenised on its own may take a token more at a cut; then all shrink a little.
