@@ -35,6 +35,7 @@ from streams.kafka.clients import produce_lines
 from streams.kafka.inbound import Inbound
 from streams.kafka.topics import create_topics
 from streams.settings import load_settings, transactional_id
+from tests import prepared_kill_worker as prepared_kill
 
 pytestmark = pytest.mark.kafka
 
@@ -42,8 +43,6 @@ READY = "exactly-once worker ready"
 OPEN = "transaction open"
 COMMITTED = " committed in "
 SLOW_COMMIT_WORKER = [sys.executable, "-m", "tests.slow_commit_worker", "worker"]
-PREPARED_KILL_WORKER = [sys.executable, "-m", "tests.prepared_kill_worker", "worker"]
-PREPARED = "batch prepared, not yet run"
 KILLS = 3
 DOCUMENTS = 1000
 
@@ -243,7 +242,7 @@ def test_killed_with_a_batch_prepared_ahead_every_document_is_written_once(exact
     consumes it again, and read_committed sees one result per document."""
     settings, slow_worker, committed, _ = exactly_once
     t = settings.topics
-    worker = WorkerProcess(slow_worker.env, slow_worker.log_path.with_name("prepared.log"), PREPARED_KILL_WORKER)
+    worker = WorkerProcess(slow_worker.env, slow_worker.log_path.with_name("prepared.log"), prepared_kill.COMMAND)
     messages, ids = sample_messages(400, seed=69)
 
     def answered(outputs) -> int:
@@ -251,14 +250,8 @@ def test_killed_with_a_batch_prepared_ahead_every_document_is_written_once(exact
 
     worker.start()
     produce_lines(settings, t.raw, messages)
-    left_at_kill = []
     try:
-        for threshold in (60, 200):
-            committed.read_until(lambda o, n=threshold: answered(o) >= n, timeout_s=300, worker=worker)
-            worker.wait_for_log(PREPARED, count=worker.log_count(PREPARED) + 1, timeout_s=120)
-            worker.kill()
-            left_at_kill.append(len(ids) - answered(committed.outputs))
-            worker.start()
+        left_at_kill = prepared_kill.kill_twice_with_a_batch_prepared(worker, committed, answered, len(ids))
         out = committed.read_until(lambda o: ids <= set(o.doc_ids(t.fields, t.review, t.dead_letter)), 600, worker)
         out = committed.drain()
     finally:

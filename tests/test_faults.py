@@ -30,6 +30,7 @@ from ops.stress.worker_process import (
 from streams.kafka.clients import produce_lines
 from streams.kafka.topics import create_topics
 from streams.settings import Settings
+from tests import prepared_kill_worker as prepared_kill
 
 pytestmark = pytest.mark.kafka
 
@@ -278,10 +279,6 @@ def test_engine_raising_on_one_document_costs_only_that_document(fault_env) -> N
     worker.assert_alive()
 
 
-PREPARED_KILL_COMMAND = [sys.executable, "-m", "tests.prepared_kill_worker", "worker"]
-PREPARED = "batch prepared, not yet run"
-
-
 @pytest.mark.timeout(900)
 def test_worker_killed_between_prepare_and_decode_loses_nothing(fault_env) -> None:
     """The agent prepares batch t+1 while t decodes; killed with a batch prepared and not yet run,
@@ -290,17 +287,14 @@ def test_worker_killed_between_prepare_and_decode_loses_nothing(fault_env) -> No
     t = settings.topics
     messages, ids = sample_messages(400, seed=68)
     seen = _results_seen(settings)
-    worker = new_worker(command=PREPARED_KILL_COMMAND)
+    worker = new_worker(command=prepared_kill.COMMAND)
     worker.start()
     produce_lines(settings, t.raw, messages)
-    left_at_kill = []
-    for life, threshold in enumerate((60, 200), start=1):
-        reader.read_until(lambda o, n=threshold: seen(o) >= n, timeout_s=300, worker=worker)
-        worker.wait_for_log(PREPARED, count=worker.log_count(PREPARED) + 1, timeout_s=120)
-        worker.kill()
-        left_at_kill.append(len(ids) - seen(reader.outputs))
+
+    def new_life(life: int) -> None:
         worker.env["SEQSTREAM_WORKER__WORKER_ID"] = f"worker-life{life}"
-        worker.start()
+
+    left_at_kill = prepared_kill.kill_twice_with_a_batch_prepared(worker, reader, seen, len(ids), new_life)
     out = reader.read_until(lambda o: ids <= set(o.doc_ids(t.fields, t.review)), timeout_s=600, worker=worker)
 
     accounting = Accounting.of(ids, out.results(settings))
