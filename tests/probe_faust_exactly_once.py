@@ -23,7 +23,6 @@ from ops.stress.worker_process import (
     OutputReader,
     WorkerProcess,
     isolated_settings,
-    report,
     sample_messages,
 )
 from streams.kafka.clients import produce_lines
@@ -79,12 +78,8 @@ def test_measure_faust_exactly_once_under_sigkill(kafka_bootstrap, tiny_model_di
 
     accounting = Accounting.of(ids, out.results(settings))
     log = worker.log_path.read_text(errors="replace")
-    report(
+    accounting.report(
         "faust-exactly-once",
-        sent=accounting.sent,
-        received=accounting.received,
-        duplicated=accounting.duplicated,
-        lost=len(accounting.lost),
         kills=kills,
         outcome=outcome,
         tracebacks=log.count("Traceback"),

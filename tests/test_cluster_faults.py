@@ -157,12 +157,8 @@ def test_broker_leading_most_outputs_sigkilled_mid_run_loses_nothing(run, delive
     out = r.reader.drain()
 
     accounting = Accounting.of(ids, out.results(r.settings))
-    report(
+    accounting.report(
         f"cluster-leader-sigkill ({delivery})",
-        sent=accounting.sent,
-        received=accounting.received,
-        duplicated=accounting.duplicated,
-        lost=len(accounting.lost),
         differing=len(accounting.differing),
         killed_broker=victim,
         output_partitions_it_led=f"{partitions_led}/{sum(led.values())}",
@@ -221,12 +217,8 @@ def test_two_brokers_down_worker_stalls_alerts_and_completes_when_one_returns(ru
 
     accounting = Accounting.of(ids, out.results(r.settings))
     alerts = _replication_alerts(out, r.settings)
-    report(
+    accounting.report(
         "cluster-below-min-isr",
-        sent=accounting.sent,
-        received=accounting.received,
-        duplicated=accounting.duplicated,
-        lost=len(accounting.lost),
         brokers_down=down,
         kill_to_alert_s=round(kill_to_alert, 1),
         results_during_10s_stall=stalled_to - stalled_from,
@@ -354,12 +346,8 @@ def test_readers_see_past_a_killed_exactly_once_worker_within_15_s(run) -> None:
     out = r.reader.drain()
 
     accounting = Accounting.of(ids, out.results(r.settings))
-    report(
+    accounting.report(
         "read-committed-wait",
-        sent=accounting.sent,
-        received=accounting.received,
-        duplicated=accounting.duplicated,
-        lost=len(accounting.lost),
         transaction_timeout_s=r.settings.kafka.transaction_timeout_s,
         session_timeout_s=r.settings.kafka.session_timeout_s,
         kill_to_restarted_worker_ready_s=round(restart_ready, 1),
@@ -457,12 +445,8 @@ def test_two_brokers_down_45_s_both_exactly_once_workers_resume_within_10_s_of_t
     out = r.reader.read_until(lambda o: ids <= set(o.doc_ids(t.fields, t.review, t.dead_letter)), 600, workers[0])
     out = r.reader.drain()
     accounting = Accounting.of(ids, out.results(r.settings))
-    report(
+    accounting.report(
         "cluster-two-down-45s-exactly-once",
-        sent=accounting.sent,
-        received=accounting.received,
-        duplicated=accounting.duplicated,
-        lost=len(accounting.lost),
         brokers_down=down,
         return_to_next_batch_s=resumed_after,
         outage_error_lines=outage_errors,

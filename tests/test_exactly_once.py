@@ -26,7 +26,6 @@ from ops.stress.worker_process import (
     OutputReader,
     WorkerProcess,
     isolated_settings,
-    report,
     sample_messages,
 )
 from streams.kafka.acls import worker_acl_bindings
@@ -130,12 +129,8 @@ def test_sigkilled_exactly_once_worker_writes_every_document_once(exactly_once) 
 
     accounting = Accounting.of(ids, out.results(settings))
     aborted = Accounting.of(ids, seen_uncommitted.results(settings)).duplicated
-    report(
+    accounting.report(
         "exactly-once-sigkill",
-        sent=accounting.sent,
-        received=accounting.received,
-        duplicated=accounting.duplicated,
-        lost=len(accounting.lost),
         kills=KILLS,
         left_at_kill=left_at_kill,
         restart_to_ready_s=[round(s, 1) for s in recovery_s],
@@ -174,12 +169,8 @@ def test_broker_restarted_mid_run_exactly_once_worker_recovers_by_itself(exactly
     out = committed.drain()
 
     accounting = Accounting.of(ids, out.results(settings))
-    report(
+    accounting.report(
         "exactly-once-broker-restart",
-        sent=accounting.sent,
-        received=accounting.received,
-        duplicated=accounting.duplicated,
-        lost=len(accounting.lost),
         broker_down_s=round(restarted - stopped, 1),
         broker_up_to_next_commit_s=round(recovered - restarted, 1),
         worker_starts=worker.starts,
@@ -257,12 +248,8 @@ def test_killed_with_a_batch_prepared_ahead_every_document_is_written_once(exact
     finally:
         worker.stop()
     accounting = Accounting.of(ids, out.results(settings))
-    report(
+    accounting.report(
         "exactly-once-sigkill-between-prepare-and-decode",
-        sent=accounting.sent,
-        received=accounting.received,
-        duplicated=accounting.duplicated,
-        lost=len(accounting.lost),
         left_at_kill=left_at_kill,
     )
     assert all(left > 0 for left in left_at_kill), left_at_kill

@@ -109,12 +109,8 @@ def test_worker_sigkilled_at_random_moments_loses_nothing(fault_env) -> None:
     out = reader.read_until(lambda o: ids <= set(o.doc_ids(t.fields, t.review)), timeout_s=600, worker=worker)
 
     accounting = Accounting.of(ids, out.results(settings))
-    report(
+    accounting.report(
         "sigkill",
-        sent=accounting.sent,
-        received=accounting.received,
-        duplicated=accounting.duplicated,
-        lost=len(accounting.lost),
         differing=len(accounting.differing),
         kills=len(left_at_kill),
         left_at_kill=left_at_kill,
@@ -153,12 +149,8 @@ def test_broker_restarted_mid_run_worker_recovers_by_itself(fault_env, kafka_bro
     out = reader.read_until(lambda o: ids <= set(o.doc_ids(t.fields, t.review)), timeout_s=600, worker=worker)
 
     accounting = Accounting.of(ids, out.results(settings))
-    report(
+    accounting.report(
         "broker-restart",
-        sent=accounting.sent,
-        received=accounting.received,
-        duplicated=accounting.duplicated,
-        lost=len(accounting.lost),
         broker_down_s=round(restarted - stopped, 1),
         broker_up_to_first_result_s=round(recovered - restarted, 1),
         worker_starts=worker.starts,
@@ -216,12 +208,8 @@ def test_two_workers_split_partitions_and_the_survivor_finishes(fault_env) -> No
         if r["processing"]["worker_id"] == "worker-b" and r["processing"]["partition"] in split["worker-a"]
     ]
     accounting = Accounting.of(ids, out.results(settings))
-    report(
+    accounting.report(
         "consumer-group",
-        sent=accounting.sent,
-        received=accounting.received,
-        duplicated=accounting.duplicated,
-        lost=len(accounting.lost),
         partitions_before_kill={k: sorted(v) for k, v in sorted(split.items())},
         partitions_b_after_kill=sorted(taken_over),
         kill_to_first_record_of_b_on_a_partition_s=round((min(first_of_a) - killed_wall).total_seconds(), 1)
@@ -298,12 +286,8 @@ def test_worker_killed_between_prepare_and_decode_loses_nothing(fault_env) -> No
     out = reader.read_until(lambda o: ids <= set(o.doc_ids(t.fields, t.review)), timeout_s=600, worker=worker)
 
     accounting = Accounting.of(ids, out.results(settings))
-    report(
+    accounting.report(
         "sigkill-between-prepare-and-decode",
-        sent=accounting.sent,
-        received=accounting.received,
-        duplicated=accounting.duplicated,
-        lost=len(accounting.lost),
         left_at_kill=left_at_kill,
     )
     assert all(left > 0 for left in left_at_kill), left_at_kill

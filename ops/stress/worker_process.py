@@ -213,6 +213,12 @@ class Accounting:
         assert not self.unexpected, f"records for documents never sent: {self.unexpected[:5]}"
         assert not self.differing, f"duplicates differ outside `processing`: {self.differing[:5]}"
 
+    def report(self, scenario: str, **more: object) -> None:
+        """`report`'s line for `scenario`: what was sent, received, duplicated and lost, then `more`."""
+        report(
+            scenario, sent=self.sent, received=self.received, duplicated=self.duplicated, lost=len(self.lost), **more
+        )
+
 
 def report(scenario: str, **numbers: object) -> None:
     """One greppable line per scenario (run pytest with -s); ops/RELIABILITY.md quotes them."""
