@@ -1,11 +1,12 @@
 """jieba's part-of-speech tagger with its hidden Markov model decoded by a vectorised Viterbi.
 
 jieba.posseg runs its HMM (256 states: word position B/M/E/S times tag) over each run of characters
-its dictionary does not cover, in pure Python: on the engine benchmark's documents that was about
-80% of the host's work per document. `Tagger` is jieba's own `POSTokenizer` with the same tables
-(shipped in jieba's wheel); only the Viterbi is done with numpy. It adds the same float64 terms in
-the same order and breaks ties the way jieba's `max` over `(score, state)` tuples does (the larger
-state wins), so its output is jieba's to the tag: `tests/test_words.py` checks that on every corpus.
+its dictionary does not cover, in pure Python: on the engine benchmark's documents that took 8.1 ms
+a document (`python -m ops.bench.tagger`), more than the rest of the host's work on it. `Tagger` is
+jieba's own `POSTokenizer` with the same tables (shipped in jieba's wheel); only the Viterbi is done
+with numpy. It adds the same float64 terms in the same order and breaks ties the way jieba's `max`
+over `(score, state)` tuples does (the larger state wins), so its output is jieba's to the tag:
+`tests/test_words.py` checks that on every corpus.
 """
 
 from __future__ import annotations

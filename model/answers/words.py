@@ -6,7 +6,7 @@ segmentation is deterministic (dictionary DAG plus a Viterbi HMM for unknown wor
 segmented once, by both the plain cutter and the part-of-speech tagger (they can differ), and the
 result is memoised: the validation loop and the interpretation check every value of a document
 against the same segmentation. The tagger is jieba's with its HMM decoded by numpy
-(model/answers/tagger.py): the same tags, a quarter of the time.
+(model/answers/tagger.py): the same tags, under a third of the time.
 
 jieba often splits an unknown three-character name into surname + given name (宋/志远, 罗文/斌,
 刘/桂兰): every edge of both segmentations counts as a word edge, so a correct full name is never cut,
