@@ -85,6 +85,28 @@ def shown(driver) -> str:
     return driver.find_element(By.ID, "doc").text + "\n---\n" + "\n".join(labels) + "\n"
 
 
+def gone(element):
+    """A wait condition: `element`'s page has been replaced.
+
+    Selenium's `staleness_of` knows only "stale element reference"; while a page unloads chromedriver
+    may instead answer "Node with given id does not belong to the document", which means the same.
+    """
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+
+    def predicate(_driver) -> bool:
+        try:
+            element.is_enabled()
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as error:
+            if "does not belong to the document" in str(error.msg):
+                return True
+            raise
+        return False
+
+    return predicate
+
+
 def select_text(driver, chars: int) -> tuple[int, str]:
     """Select the first `chars` characters of the first unmarked piece of the text that has them; its offset."""
     return driver.execute_script(
@@ -154,7 +176,7 @@ def test_a_reviewer_in_chromium_accepts_a_candidate_corrects_a_value_and_rejects
             else:
                 break
             # A click returns before the next page has loaded: wait for this one to go.
-            WebDriverWait(chromium, 30).until(expected.staleness_of(heading))
+            WebDriverWait(chromium, 30).until(gone(heading))
             assert doc_id in chromium.find_element(By.ID, "message").text
         assert set(done) == {"candidate", "correct", "reject"}, f"no record offered a candidate: {done}"
     finally:
