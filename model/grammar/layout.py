@@ -100,7 +100,7 @@ def build_layout(rows: Sequence[RowGrammar | None], vocab: VocabIndex, device: t
     out.first = np.searchsorted(match_pos, np.arange(total + 1))
     out.match_key = match_pos * (size + 1) + out.match_tok
     # Literal tables, states concatenated.
-    state_offsets = np.concatenate([[0], np.cumsum([len(c.steps) for c in chunk_list])]).astype(np.int64)
+    state_offsets = np.concatenate([[0], np.cumsum([len(c.eos) for c in chunk_list])]).astype(np.int64)
     out.lit_tok, out.lit_next, out.lit_done, out.lit_need = pad_steps(chunk_list, size)
     out.eos_kind = np.array([e for c in chunk_list for e in c.eos], dtype=np.int64)
     heads: dict[bytes, int] = {}

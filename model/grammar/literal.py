@@ -53,11 +53,13 @@ class Glue:
 
 @dataclass
 class ChunkTable:
-    """Literal states of one label chunk. State 0 is a line's start."""
+    """Literal states of one label chunk. State 0 is a line's start. `steps` holds each state's
+    literal steps as (token, state, done, need) arrays [states, widest], padded with the token
+    `len(vocab)`: built once per chunk, so a batch's tables are a few array copies."""
 
     labels: tuple[str, ...]
     heads: list[bytes]
-    steps: list[list[LiteralStep]]
+    steps: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
     glues: list[list[Glue]]
     eos: list[int]
     exit_state: list[int]  # per label, the state of "inside a value of this label"
@@ -151,7 +153,7 @@ def build_chunk_table(labels: tuple[str, ...], vocab: TokenBytes) -> ChunkTable:
     return ChunkTable(
         labels=labels,
         heads=builder.heads,
-        steps=[w[0] for w in walked],
+        steps=_step_arrays([w[0] for w in walked], len(vocab.by_id)),
         glues=[w[1] for w in walked],
         eos=eos,
         exit_state=[builder.index[("exit", i)] for i in range(len(labels))],
@@ -170,20 +172,31 @@ def _extends_some_token(vocab: TokenBytes, prefix: bytes) -> bool:
     return i < len(vocab.ordered) and vocab.ordered[i].startswith(prefix)
 
 
-def pad_steps(tables: list[ChunkTable], sentinel: int) -> tuple[np.ndarray, ...]:
-    """The literal steps of several chunk tables, states concatenated in order, padded to one width:
-    (token, state, done, need) arrays [states, width]; the sentinel token pads."""
-    rows = [s for t in tables for s in t.steps]
-    offsets = np.cumsum([0] + [len(t.steps) for t in tables])
+def _step_arrays(rows: list[list[LiteralStep]], sentinel: int) -> tuple[np.ndarray, ...]:
+    """Each state's steps as (token, state, done, need) arrays [states, widest]; the sentinel pads."""
     width = max(1, *(len(r) for r in rows)) if rows else 1
     token = np.full((len(rows), width), sentinel, dtype=np.int64)
     state = np.full((len(rows), width), -1, dtype=np.int64)
     done = np.zeros((len(rows), width), dtype=np.int64)
     need = np.full((len(rows), width), -1, dtype=np.int64)
-    r = 0
-    for t, offset in zip(tables, offsets, strict=False):
-        for row in t.steps:
-            for k, s in enumerate(row):
-                token[r, k], state[r, k], done[r, k], need[r, k] = s.token, s.state + offset, s.done, s.need
-            r += 1
+    for r, row in enumerate(rows):
+        for k, step in enumerate(row):
+            token[r, k], state[r, k], done[r, k], need[r, k] = step.token, step.state, step.done, step.need
     return token, state, done, need
+
+
+def pad_steps(tables: list[ChunkTable], sentinel: int) -> tuple[np.ndarray, ...]:
+    """The literal steps of several chunk tables, states concatenated in order (each table's states
+    renumbered after the ones before), padded to one width with the sentinel token."""
+    widest = max([1] + [t.steps[0].shape[1] for t in tables])
+    states = sum(len(t.eos) for t in tables)
+    out = tuple(np.full((states, widest), fill, dtype=np.int64) for fill in (sentinel, -1, 0, -1))
+    offset = 0
+    for t in tables:
+        rows = slice(offset, offset + len(t.eos))
+        for array, part in zip(out, t.steps, strict=True):
+            array[rows, : part.shape[1]] = part
+        following = out[1][rows]
+        following[following >= 0] += offset
+        offset += len(t.eos)
+    return out
