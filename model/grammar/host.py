@@ -103,7 +103,8 @@ def keep_where(rows: np.ndarray, chosen: HostState, other: HostState) -> HostSta
 def legal_mask(tables: HostTables, state: HostState, width: int) -> tuple[torch.Tensor, np.ndarray]:
     """([B, width] bool: the tokens each row may take; [B] bool: exactly one was legal). Rows left
     with nothing legal (a dead end the grammar cannot reach, kept for safety) may end; rows without a
-    grammar (padding) are free. Few passes over [B, width]: they are most of a step's cost on a CPU."""
+    grammar (padding) are free. Built in numpy and handed over without a copy: a torch scatter into a
+    fresh mask costs more than the rest of the step's grammar."""
     t = tables.layout
     n = len(t.rows)
     (rows, toks), glue_rows, glue_ids = legal_pairs(tables, state)
@@ -113,15 +114,17 @@ def legal_mask(tables: HostTables, state: HostState, width: int) -> tuple[torch.
     empty = np.flatnonzero(~has & ~t.free)
     rows, toks = np.concatenate([rows, empty]), np.concatenate([toks, np.full(len(empty), tables.eos_id)])
     forced = _forced(tables, n, rows, toks, glue_rows, glue_ids) & ~t.free
-    legal = torch.zeros(n, width, dtype=torch.bool)
-    legal[torch.from_numpy(rows), torch.from_numpy(toks)] = True
-    entry_rows = t.entry_rows.cpu()
-    for round_rows, round_ids in _rounds(glue_rows, glue_ids):
-        dense = entry_rows[torch.from_numpy(round_ids)]
-        legal[torch.from_numpy(round_rows), : dense.shape[1]] |= dense
-    if t.free.any():
-        legal[torch.from_numpy(t.free)] = True
-    return legal, forced
+    legal = np.zeros((n, width), dtype=bool)
+    legal[rows, toks] = True
+    if len(glue_rows):
+        # A row may open values after several heads: OR their dense rows, one reduction per row.
+        order = np.argsort(glue_rows, kind="stable")
+        glue_rows, glue_ids = glue_rows[order], glue_ids[order]
+        first = np.flatnonzero(np.concatenate([[True], glue_rows[1:] != glue_rows[:-1]]))
+        dense = np.logical_or.reduceat(t.entry_rows.cpu().numpy()[glue_ids], first, axis=0)
+        legal[glue_rows[first], : dense.shape[1]] |= dense
+    legal[t.free] = True
+    return torch.from_numpy(legal), forced
 
 
 def _forced(tables: HostTables, n: int, rows, toks, glue_rows, glue_ids) -> np.ndarray:
@@ -287,13 +290,3 @@ def _reach(t: Layout, kind: np.ndarray, start: np.ndarray) -> np.ndarray:
         sel = kind == k
         out[sel] = t.reach[k][start[sel]]
     return out
-
-
-def _rounds(rows: np.ndarray, ids: np.ndarray):
-    """(rows, ids) in rounds in which no row repeats: an in-place OR by index would keep one of two."""
-    while len(rows):
-        first = np.unique(rows, return_index=True)[1]
-        yield rows[first], ids[first]
-        rest = np.ones(len(rows), dtype=bool)
-        rest[first] = False
-        rows, ids = rows[rest], ids[rest]
