@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
+from tokenizers.processors import TemplateProcessing
+from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
-from model.answers.prompt import chunk_labels
+from model.answers.prompt import build_prompt, chunk_labels, encode_chunk_prompts
+from ops.demo.samples import sample_documents
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize(
@@ -26,3 +33,40 @@ def test_chunks_are_those_of_the_reference_array_split() -> None:
             labels = [f"l{i}" for i in range(count)]
             reference = [tuple(str(x) for x in part) for part in np.array_split(labels, math.ceil(count / size))]
             assert chunk_labels(labels, size) == reference
+
+
+def prompt_texts() -> list[str]:
+    """Texts the text-once tokenising must handle: generated, hand-written, and edges of the text's line."""
+    texts = [raw["text"] for raw, _ in sample_documents(80, seed=7)]
+    for corpus in sorted((ROOT / "ops" / "corpus").glob("*.jsonl")):
+        if corpus.name.endswith(".truth.jsonl"):
+            continue
+        texts += [json.loads(line)["text"] for line in corpus.read_text().splitlines()[:40] if line.strip()]
+    return [*texts, "", "a", "结尾。", "句号。\n", "空格 ", "换行\n", "\n\n", "Tab\t", "emoji 😀", "抽取: 甲方"]
+
+
+def whole(tokenizer: PreTrainedTokenizerBase, text: str, chunks: list[tuple[str, ...]]) -> list[list[int]]:
+    return [tokenizer(build_prompt(text, "extract", c))["input_ids"] for c in chunks]
+
+
+CHUNKS = [("甲方", "乙方", "金额"), ("签订日期", "地点"), ("公司",)]
+
+
+@pytest.mark.parametrize("which", ["demo", "tiny"])
+def test_text_tokenised_once_gives_every_prompt_as_tokenised_whole(which: str, tiny_model_dir) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(ROOT / "model" / "demo" if which == "demo" else tiny_model_dir)
+    for text in prompt_texts():
+        for chunks in (CHUNKS, CHUNKS[:1]):
+            assert encode_chunk_prompts(tokenizer, text, "extract", chunks) == whole(tokenizer, text, chunks), text
+
+
+def test_a_tokenizer_that_adds_tokens_around_a_text_is_tokenised_whole() -> None:
+    tokenizer = AutoTokenizer.from_pretrained(ROOT / "model" / "demo")
+    bos, eos = tokenizer.bos_token, tokenizer.eos_token
+    tokenizer.backend_tokenizer.post_processor = TemplateProcessing(
+        single=f"{bos} $A {eos}", special_tokens=[(bos, tokenizer.bos_token_id), (eos, tokenizer.eos_token_id)]
+    )
+    text = next(iter(sample_documents(1, seed=7)))[0]["text"]
+    prompts = encode_chunk_prompts(tokenizer, text, "extract", CHUNKS)
+    assert prompts[1][0] == tokenizer.bos_token_id and prompts[1][-1] == tokenizer.eos_token_id
+    assert prompts == whole(tokenizer, text, CHUNKS)

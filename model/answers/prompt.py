@@ -18,7 +18,12 @@ GEN_TOKEN = "[GEN]"
 
 
 def build_prompt(text: str, task: str, labels: Sequence[str]) -> str:
-    return f"输入: {text}\n{TASK_WORDS[task]}: {LABEL_JOINER.join(labels)}\n输出: {GEN_TOKEN}"
+    return f"输入: {text}\n{prompt_tail(task, labels)}"
+
+
+def prompt_tail(task: str, labels: Sequence[str]) -> str:
+    """What follows the text's line: the only part of a document's prompts that differs between its chunks."""
+    return f"{TASK_WORDS[task]}: {LABEL_JOINER.join(labels)}\n输出: {GEN_TOKEN}"
 
 
 def chunk_labels(labels: Sequence[str], size: int) -> list[tuple[str, ...]]:
@@ -98,11 +103,34 @@ class EncodedDocument(NamedTuple):
 def encode_if_short(
     tokenizer: PreTrainedTokenizerBase, doc: Document, chunks: list[tuple[str, ...]], max_input_tokens: int
 ) -> EncodedDocument | None:
-    """Every chunk's prompt in one batched call, where the longest stays clear of the window's edge."""
-    prompts = tokenizer([build_prompt(doc.text, doc.task, c) for c in chunks])["input_ids"]
+    """Every chunk's prompt, where the longest stays clear of the window's edge."""
+    prompts = encode_chunk_prompts(tokenizer, doc.text, doc.task, chunks)
     if max(len(p) for p in prompts) <= max_input_tokens - BOUNDARY_SLACK:
         return EncodedDocument(chunks, prompts, False, doc.text)
     return None
+
+
+def encode_chunk_prompts(
+    tokenizer: PreTrainedTokenizerBase, text: str, task: str, chunks: Sequence[tuple[str, ...]]
+) -> list[list[int]]:
+    """Each chunk's prompt tokenised as a whole, with the text tokenised once, in one batched call.
+
+    The first prompt is tokenised whole, and every chunk's tail alone. Where the first prompt's
+    tokens end with its tail's, the tokenizer split the prompt where the tail starts (after the
+    text line's newline, before the task word), so the text's tokens are those before it, and the
+    same holds for every chunk: the text is the same and each tail starts with the same task word,
+    and a split depends on the text either side of it. Elsewhere (a tokenizer that merges across
+    that newline or adds tokens around a text) every prompt is tokenised whole.
+    """
+    if len(chunks) < 2:
+        return tokenizer([build_prompt(text, task, c) for c in chunks])["input_ids"]
+    first, *tails = tokenizer([build_prompt(text, task, chunks[0]), *(prompt_tail(task, c) for c in chunks)])[
+        "input_ids"
+    ]
+    head = len(first) - len(tails[0])
+    if head <= 0 or first[head:] != tails[0]:
+        return tokenizer([build_prompt(text, task, c) for c in chunks])["input_ids"]
+    return [first, *(first[:head] + tail for tail in tails[1:])]
 
 
 def encode_prompts(
