@@ -19,6 +19,8 @@ import numpy as np
 
 MIN_FLOAT = -3.14e100  # jieba's score of an emission its table lacks
 MIN_INF = float("-inf")  # and of a transition it lacks
+# Blocks whose dictionary DAG and route stay kept: far more than one text holds (about 60 here).
+ROUTES_KEPT = 4096
 
 
 class _Model:
@@ -111,3 +113,37 @@ def tagger(tokenizer: Any) -> Any:
                 yield jieba.posseg.pair(sentence[after:], route[after][1])
 
     return Tagger(tokenizer)
+
+
+def route_sharing_tokenizer() -> Any:
+    """A `jieba.Tokenizer` that finds a block's dictionary DAG and best route once.
+
+    A text is segmented by the plain cutter and by the tagger (model/answers/words.py), and both ask
+    the tokenizer for each block's DAG and then its route: the same pure function of the block and
+    the dictionary, and half of jieba's time on a text. jieba's own code computes them, once.
+    """
+    import jieba
+
+    class Tokenizer(jieba.Tokenizer):
+        def __init__(self) -> None:
+            super().__init__()
+            self._routes: dict[str, tuple[dict[int, list[int]], dict[int, tuple[float, int]]]] = {}
+
+        def get_DAG(self, sentence: str) -> dict[int, list[int]]:
+            found = self._routes.get(sentence)
+            if found is None:
+                dag, route = super().get_DAG(sentence), {}
+                super().calc(sentence, dag, route)
+                if len(self._routes) >= ROUTES_KEPT:
+                    self._routes.clear()
+                found = self._routes[sentence] = (dag, route)
+            return found[0]
+
+        def calc(self, sentence: str, DAG: dict[int, list[int]], route: dict) -> None:
+            found = self._routes.get(sentence)
+            if found is not None and found[0] is DAG:
+                route.update(found[1])
+            else:
+                super().calc(sentence, DAG, route)
+
+    return Tokenizer()

@@ -3,10 +3,10 @@
 jieba (MIT, its dictionary ships in the wheel) is loaded once per process, quietly, on first use and
 not at import, so `model/` stays importable where only torch and transformers are installed. Its
 segmentation is deterministic (dictionary DAG plus a Viterbi HMM for unknown words). A text is
-segmented once, by both the plain cutter and the part-of-speech tagger (they can differ), and the
-result is memoised: the validation loop and the interpretation check every value of a document
-against the same segmentation. The tagger is jieba's with its HMM decoded by numpy
-(model/answers/tagger.py): the same tags, under a third of the time.
+segmented once, by both the plain cutter and the part-of-speech tagger (they can differ; they share
+each block's DAG and route), and the result is memoised: the validation loop and the interpretation
+check every value of a document against the same segmentation. The tagger is jieba's with its HMM
+decoded by numpy (model/answers/tagger.py): the same tags, under a third of the time.
 
 jieba often splits an unknown three-character name into surname + given name (宋/志远, 罗文/斌,
 刘/桂兰): every edge of both segmentations counts as a word edge, so a correct full name is never cut,
@@ -53,10 +53,10 @@ class Words:
 def _segmenters() -> tuple[Any, Any]:
     import jieba
 
-    from model.answers.tagger import tagger
+    from model.answers.tagger import route_sharing_tokenizer, tagger
 
     jieba.setLogLevel(logging.WARNING)  # its "Building prefix dict" lines are no news in a worker's log
-    tokenizer = jieba.Tokenizer()
+    tokenizer = route_sharing_tokenizer()
     tokenizer.initialize()
     return tokenizer, tagger(tokenizer)
 
