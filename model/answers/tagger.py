@@ -19,8 +19,6 @@ import numpy as np
 
 MIN_FLOAT = -3.14e100  # jieba's score of an emission its table lacks
 MIN_INF = float("-inf")  # and of a transition it lacks
-# Blocks whose dictionary DAG and route stay kept: far more than one text holds (about 60 here).
-ROUTES_KEPT = 4096
 
 
 class _Model:
@@ -116,11 +114,14 @@ def tagger(tokenizer: Any) -> Any:
 
 
 def route_sharing_tokenizer() -> Any:
-    """A `jieba.Tokenizer` that finds a block's dictionary DAG and best route once.
+    """A `jieba.Tokenizer` that finds a block's dictionary DAG and best route once per text.
 
     A text is segmented by the plain cutter and by the tagger (model/answers/words.py), and both ask
     the tokenizer for each block's DAG and then its route: the same pure function of the block and
-    the dictionary, and half of jieba's time on a text. jieba's own code computes them, once.
+    the dictionary, and half of jieba's time on a text. jieba's own code computes them, once; `forget`
+    drops them after the text, so no text's work is kept for another (a worker sees each text once).
+    A route is reused only with the DAG it was found for: a thread forgetting another's blocks costs
+    a recomputation, never a wrong route.
     """
     import jieba
 
@@ -134,8 +135,6 @@ def route_sharing_tokenizer() -> Any:
             if found is None:
                 dag, route = super().get_DAG(sentence), {}
                 super().calc(sentence, dag, route)
-                if len(self._routes) >= ROUTES_KEPT:
-                    self._routes.clear()
                 found = self._routes[sentence] = (dag, route)
             return found[0]
 
@@ -145,5 +144,8 @@ def route_sharing_tokenizer() -> Any:
                 route.update(found[1])
             else:
                 super().calc(sentence, DAG, route)
+
+        def forget(self) -> None:
+            self._routes = {}
 
     return Tokenizer()

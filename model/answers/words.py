@@ -73,6 +73,7 @@ def words_of(text: str) -> Words:
     heads: set[int] = set()
     tails: set[int] = set()
     pairs = [(p.word, p.flag) for p in tagger.cut(text, HMM=True)]
+    tokenizer.forget()
     position = 0
     for word, flag in pairs:
         start, position = position, position + len(word)
