@@ -61,7 +61,7 @@ def deciding_steps(engine, docs, truth, batch: int) -> list[tuple[str, str, bool
 def report(name: str, documents: int, rows: list[tuple[str, str, bool, float, float]]) -> str:
     lines = [
         f"== {name}: {len(rows)} deciding steps in {documents} documents",
-        "   decided       steps  full>" + "".join(f"  legal>{t}" for t in LEGAL),
+        f"   decided       steps  full>{FULL}" + "".join(f"  legal>{t}" for t in LEGAL),
     ]
     for kind in ("value", "None"):
         for right in (True, False):
