@@ -179,10 +179,11 @@ def build_layout(rows: Sequence[RowGrammar | None], vocab: VocabIndex, device: t
             if not len(tok):
                 continue
             out.entry_row[set_id * n_types + t] = len(dense)
-            dense.append(np.unique(tok))
-    out.entry_rows = torch.zeros(max(1, len(dense)), size, dtype=torch.bool)
-    for i, tok in enumerate(dense):
-        out.entry_rows[i, torch.from_numpy(tok)] = True
-    out.entry_rows = out.entry_rows.to(device)
+            # A set's keys are sorted, so its tokens are: repeats (a token at several starts) are neighbours.
+            dense.append(tok[np.concatenate([[True], tok[1:] != tok[:-1]])])
+    dense_rows = np.zeros((max(1, len(dense)), size), dtype=bool)
+    which = np.repeat(np.arange(len(dense)), [len(tok) for tok in dense])
+    dense_rows[which, np.concatenate(dense or [[]]).astype(np.int64)] = True
+    out.entry_rows = torch.from_numpy(dense_rows).to(device)
     out.entry_ids = dense
     return out
