@@ -61,6 +61,11 @@ def _segmenters() -> tuple[Any, Any]:
     return tokenizer, tagger(tokenizer)
 
 
+def load_segmenters() -> None:
+    """Load jieba's dictionaries now: an engine does so when it is built, not in its first batch."""
+    _segmenters()
+
+
 @functools.lru_cache(maxsize=256)
 def words_of(text: str) -> Words:
     tokenizer, tagger = _segmenters()

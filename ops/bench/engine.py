@@ -32,6 +32,7 @@ from model.answers.parse import read_extraction
 from model.answers.prompt import encode_prompts
 from model.answers.validate import Extraction
 from model.answers.words import words_of
+from model.build import settle_heap
 from model.clock import ms_since, sum_timings
 from model.config import EngineSettings
 from model.engine import Extractor, document_grammars, prepare
@@ -238,6 +239,7 @@ def main() -> None:
                 run(engine, docs, args.batch)
             else:
                 Extractor(engine).extract(docs[: min(2, len(docs))])
+        settle_heap()  # as the worker does once its engine is built: no full collection walks the loaded heap
         results = {name: run(engine, docs, args.batch) for name, engine in engines.items()}
         prompts = [p for prepared in prepare(engines[DEFAULT], docs) for p in prepared.encoded.prompts]
         context = sum(len(p) for p in prompts) // len(prompts)

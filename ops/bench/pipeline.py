@@ -281,11 +281,13 @@ def engine_alone(plan: BenchPlan, model_dir: Path, docs: list[dict], batch: int)
     """Docs/s of the engine the worker runs, in this process, over `docs` in batches of `batch`
     (after a warm-up on the first batch): what the pipeline would reach if Kafka cost nothing."""
     from model import EngineSettings, build_engine
+    from model.build import settle_heap
     from schemas.decode import decode_document
 
     engine = build_engine(EngineSettings(path=str(model_dir), engine=plan.engine, max_new_tokens=plan.max_new_tokens))
     documents = [decode_document(msgspec.json.encode(d), 1 << 20) for d in docs]
     engine.extract(documents[:batch])
+    settle_heap()  # as the worker does once its engine is built
     started = time.perf_counter()
     for start in range(0, len(documents), batch):
         engine.extract(documents[start : start + batch])

@@ -71,6 +71,7 @@ def configure(bootstrap: str | None, model_path: str | None) -> Settings:
 @click.pass_context
 def worker(ctx: click.Context, create_topics: bool) -> None:
     """Consume the raw topic and extract fields until stopped."""
+    from model.build import settle_heap
     from streams.flow.pipeline import Pipeline
     from streams.kafka.replication import ReplicationWatch
     from streams.kafka.topics import ReplicationError
@@ -84,6 +85,7 @@ def worker(ctx: click.Context, create_topics: bool) -> None:
         except ReplicationError as exc:
             raise click.ClickException(str(exc)) from None
     pipeline = Pipeline(engine, settings)
+    settle_heap()
     # Either driver: an alert when an output partition is short of in-sync replicas.
     ReplicationWatch(settings).start()
     if settings.worker.delivery == "exactly_once":
