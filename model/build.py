@@ -37,10 +37,10 @@ def build_engine(settings: EngineSettings, windows: WindowSettings | None = None
 def settle_heap() -> None:
     """Take everything loaded so far (weights' modules, tokenizers, jieba's dictionaries: some 400,000
     objects once an engine is built) out of the garbage collector's full passes, for the life of the
-    process (`gc.freeze`). A full pass walks every tracked object; with these in it, it took about
-    0.2 s on the engine benchmark's CPU, a stall in whichever batch triggered it. For a long-lived
-    process (the worker, a benchmark) after its engine is built: what it froze is never collected
-    as cyclic garbage."""
+    process (`gc.freeze`). A full pass walks every tracked object, a stall in whichever batch
+    triggered it (ops/BENCHMARKS.md: the engine benchmark's host time per step halved). For a
+    long-lived process (the worker, a benchmark) after its engine is built: what it froze is never
+    collected as cyclic garbage."""
     gc.collect()
     gc.freeze()
 
