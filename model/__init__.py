@@ -19,7 +19,7 @@ os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
 if TYPE_CHECKING:
     from model.answers.validate import Extraction
-    from model.build import build_engine, build_runner
+    from model.build import build_engine, build_runner, settle_heap
     from model.clock import ms_since, sum_timings
     from model.config import DEFAULT_MODEL, EngineSettings
     from model.engine import BatchResult, Engine, Extractor, PreparingEngine
@@ -31,6 +31,7 @@ _HOMES = {
     "Extraction": "model.answers.validate",
     "build_engine": "model.build",
     "build_runner": "model.build",
+    "settle_heap": "model.build",
     "ms_since": "model.clock",
     "sum_timings": "model.clock",
     "DEFAULT_MODEL": "model.config",
@@ -65,6 +66,7 @@ __all__ = [
     "build_runner",
     "ms_since",
     "resolve_model_path",
+    "settle_heap",
     "sum_timings",
 ]
 

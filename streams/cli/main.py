@@ -71,7 +71,7 @@ def configure(bootstrap: str | None, model_path: str | None) -> Settings:
 @click.pass_context
 def worker(ctx: click.Context, create_topics: bool) -> None:
     """Consume the raw topic and extract fields until stopped."""
-    from model.build import settle_heap
+    from model import settle_heap
     from streams.flow.pipeline import Pipeline
     from streams.kafka.replication import ReplicationWatch
     from streams.kafka.topics import ReplicationError
