@@ -10,7 +10,7 @@ import pytest
 from model.build import build_engine
 from model.config import EngineSettings
 from ops.corpus.generate import generate_corpus
-from ops.eval.alarm import deciding_steps, legal_entropy, report
+from ops.eval.alarm import Step, deciding_steps, legal_entropy, report
 from schemas.decode import decode_document
 from tests.conftest import TEST_MAX_NEW_TOKENS
 
@@ -22,12 +22,16 @@ def test_legal_entropy_counts_the_mass_beyond_the_runners_up_as_one_lump() -> No
 
 
 def test_the_table_counts_flags_by_what_was_decided_and_documents_once() -> None:
-    rows = [("a", "value", True, 3.0, 0.1), ("a", "value", False, 1.0, 0.7), ("b", "None", False, 2.6, 1.2)]
+    rows = [
+        Step("a", "value", True, 3.0, 0.1, doubted=False),
+        Step("a", "value", False, 1.0, 0.7, doubted=True),
+        Step("b", "None", False, 2.6, 1.2, doubted=False),
+    ]
     lines = report("corpus", 2, rows).splitlines()
-    assert lines[0] == "== corpus: 3 deciding steps in 2 documents"
-    assert lines[2].split() == ["value", "right", "1", "1", "0", "0", "0"]
-    assert lines[3].split() == ["value", "wrong", "1", "0", "1", "1", "0"]
-    assert lines[4].split() == ["None", "wrong", "1", "1", "1", "1", "1"]
+    assert lines[0] == "== corpus: 3 deciding steps in 2 documents (flagged/alone)"
+    assert lines[2].split() == ["value", "right", "1", "1/1", "0/0", "0/0", "0/0"]
+    assert lines[3].split() == ["value", "wrong", "1", "0/0", "1/0", "1/0", "0/0"]
+    assert lines[4].split() == ["None", "wrong", "1", "1/1", "1/1", "1/1", "1/1"]
     assert lines[5].split() == ["documents", "alarmed", "2", "2", "2", "1"]
 
 
@@ -37,6 +41,6 @@ def test_every_deciding_step_of_a_real_run_is_listed_with_both_signals(tiny_mode
     truth = {d.doc_id: d.values() for d in generated}
     settings = EngineSettings(path=str(tiny_model_dir), max_new_tokens=TEST_MAX_NEW_TOKENS, entropy_threshold=0.0)
     rows = deciding_steps(build_engine(settings), docs, truth, batch=2)
-    assert rows and {r[0] for r in rows} <= {d.doc_id for d in docs}
+    assert rows and {r.doc_id for r in rows} <= {d.doc_id for d in docs}
     # A random model: unsure everywhere, in the full distribution and among the legal tokens.
-    assert all(r[3] > 0 and r[4] >= 0 for r in rows)
+    assert all(r.full > 0 and r.legal >= 0 for r in rows)
