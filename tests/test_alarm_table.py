@@ -40,7 +40,7 @@ def test_every_deciding_step_of_a_real_run_is_listed_with_both_signals(tiny_mode
     docs = [decode_document(msgspec.json.encode(d.raw()), 1 << 24) for d in generated]
     truth = {d.doc_id: d.values() for d in generated}
     settings = EngineSettings(path=str(tiny_model_dir), max_new_tokens=TEST_MAX_NEW_TOKENS, entropy_threshold=0.0)
-    rows = deciding_steps(build_engine(settings), docs, truth, batch=2)
+    rows = deciding_steps(docs, build_engine(settings).extract(docs).extractions, truth)
     assert rows and {r.doc_id for r in rows} <= {d.doc_id for d in docs}
     # A random model: unsure everywhere, in the full distribution and among the legal tokens.
     assert all(r.full > 0 and r.legal >= 0 for r in rows)

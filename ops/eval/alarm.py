@@ -16,17 +16,14 @@ would alarm.
 
 from __future__ import annotations
 
-import argparse
 import math
 from collections.abc import Sequence
-from pathlib import Path
 from typing import NamedTuple
 
-from model.build import build_engine
-from model.config import EngineSettings
-from ops.eval.accuracy import normalise, read_corpus
-from ops.eval.peers import hand_written_corpora
-from schemas.messages import ReviewCode
+from model.answers.validate import Extraction
+from ops.eval.accuracy import normalise
+from ops.eval.gate import corpus_runs, doubted, wanted
+from schemas.messages import Document
 
 FULL = 2.5  # the product's threshold, nats
 LEGAL = (0.3, 0.6, 1.0)
@@ -51,27 +48,23 @@ class Step(NamedTuple):
     doubted: bool
 
 
-def deciding_steps(engine, docs, truth, batch: int) -> list[Step]:
-    """Every deciding step of the documents' records. `engine` must alarm at 0 nats, so that every
-    deciding step is listed."""
+def deciding_steps(docs: Sequence[Document], extractions: Sequence[Extraction], truth) -> list[Step]:
+    """Every deciding step of the documents' records, from an engine that alarms at 0 nats (so that
+    every deciding step is listed)."""
     rows = []
-    for start in range(0, len(docs), batch):
-        part = docs[start : start + batch]
-        for doc, ex in zip(part, engine.extract(part).extractions, strict=True):
-            want = {
-                label: {normalise(v, doc.field_types.get(label)) for v in truth[doc.doc_id].get(label, [])}
-                for label in doc.labels
-            }
-            doubted = {(r.label, r.value) for r in ex.reasons if r.code == ReviewCode.LOW_CONFIDENCE}
-            for step in ex.alarmed:
-                label = step.label or ""
-                if step.value is None:
-                    kind, right = "None", not want.get(label)
-                else:
-                    kind, right = "value", normalise(step.value, doc.field_types.get(label)) in want.get(label, set())
-                probs = ex.traces[step.chunk].generation.top_probs[step.step]
-                low = (step.label, step.value) in doubted
-                rows.append(Step(doc.doc_id, kind, right, step.entropy, legal_entropy(probs), low))
+    for doc, ex in zip(docs, extractions, strict=True):
+        want = wanted(doc, truth)
+        low = doubted(ex)
+        for step in ex.alarmed:
+            label = step.label or ""
+            if step.value is None:
+                kind, right = "None", not want.get(label)
+            else:
+                kind, right = "value", normalise(step.value, doc.field_types.get(label)) in want.get(label, set())
+            probs = ex.traces[step.chunk].generation.top_probs[step.step]
+            rows.append(
+                Step(doc.doc_id, kind, right, step.entropy, legal_entropy(probs), (step.label, step.value) in low)
+            )
     return rows
 
 
@@ -96,15 +89,8 @@ def report(name: str, documents: int, rows: list[Step]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("files", nargs="*", type=Path, help="corpora with truth (default: the hand-written ones)")
-    parser.add_argument("--model", default="model/demo")
-    parser.add_argument("--batch", type=int, default=8)
-    args = parser.parse_args(argv)
-    engine = build_engine(EngineSettings(path=args.model, entropy_threshold=0.0))
-    for path in args.files or hand_written_corpora():
-        docs, truth, _ = read_corpus(path)
-        print(report(str(path), len(docs), deciding_steps(engine, docs, truth, args.batch)), flush=True)
+    for path, docs, truth, extractions in corpus_runs(__doc__.splitlines()[0], argv, entropy_threshold=0.0):
+        print(report(str(path), len(docs), deciding_steps(docs, extractions, truth)), flush=True)
 
 
 if __name__ == "__main__":

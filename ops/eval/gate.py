@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from model.answers.validate import Extraction
 from model.build import build_engine
@@ -29,13 +30,23 @@ from ops.eval.peers import hand_written_corpora
 from schemas.messages import Document, ReviewCode
 
 
+def wanted(doc: Document, truth) -> dict[str, set[str]]:
+    """Per label of `doc`, its true values, normalised as the eval compares them."""
+    return {
+        label: {normalise(v, doc.field_types.get(label)) for v in truth[doc.doc_id].get(label, [])}
+        for label in doc.labels
+    }
+
+
+def doubted(ex: Extraction) -> set[tuple[str | None, str | None]]:
+    """The (label, value) pairs the confidence gate flagged."""
+    return {(r.label, r.value) for r in ex.reasons if r.code == ReviewCode.LOW_CONFIDENCE}
+
+
 def measure(docs: Sequence[Document], extractions: Sequence[Extraction], truth) -> dict[str, Counter]:
     out = {name: Counter() for name in ("routing", "codes", "labels", "alarms", "picks")}
     for doc, ex in zip(docs, extractions, strict=True):
-        want = {
-            label: {normalise(v, doc.field_types.get(label)) for v in truth[doc.doc_id].get(label, [])}
-            for label in doc.labels
-        }
+        want = wanted(doc, truth)
         got = {
             label: {normalise(s.text, doc.field_types.get(label)) for s in ex.fields.get(label, [])}
             for label in doc.labels
@@ -54,13 +65,13 @@ def measure(docs: Sequence[Document], extractions: Sequence[Extraction], truth) 
         for r in ex.reasons:
             if r.label is not None:
                 out["labels"][f"{r.code.value} {r.label}"] += 1
-        doubted = {(r.label, r.value) for r in ex.reasons if r.code == ReviewCode.LOW_CONFIDENCE}
+        low = doubted(ex)
         for step in ex.alarmed:
             if step.value is None:
                 out["alarms"]["a label's None-or-value step"] += 1
                 continue
             right = normalise(step.value, doc.field_types.get(step.label or "")) in want.get(step.label or "", set())
-            also = "also low_confidence" if (step.label, step.value) in doubted else "alarm alone"
+            also = "also low_confidence" if (step.label, step.value) in low else "alarm alone"
             out["alarms"][f"value {'right' if right else 'wrong'}, {also}"] += 1
         backed_off = {r.label for r in ex.reasons if r.code == ReviewCode.LEXICON_BACKOFF}
         for label, candidates in ex.candidates.items():
@@ -86,18 +97,28 @@ def report(name: str, counts: dict[str, Counter]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def corpus_runs(
+    description: str, argv: Sequence[str] | None = None, **settings: Any
+) -> Iterator[tuple[Path, list[Document], dict, list[Extraction]]]:
+    """The command line the gate's tools share (corpora with truth, default the hand-written ones;
+    --model; --batch), and per corpus its documents, truth and the records of an engine built with
+    `settings`, extracted batch by batch."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("files", nargs="*", type=Path, help="corpora with truth (default: the hand-written ones)")
     parser.add_argument("--model", default="model/demo")
     parser.add_argument("--batch", type=int, default=8)
     args = parser.parse_args(argv)
-    engine = build_engine(EngineSettings(path=args.model))
+    engine = build_engine(EngineSettings(path=args.model, **settings))
     for path in args.files or hand_written_corpora():
         docs, truth, _ = read_corpus(path)
         extractions = []
         for start in range(0, len(docs), args.batch):
             extractions += engine.extract(docs[start : start + args.batch]).extractions
+        yield path, docs, truth, extractions
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    for path, docs, truth, extractions in corpus_runs(__doc__.splitlines()[0], argv):
         print(report(str(path), measure(docs, extractions, truth)), flush=True)
 
 
