@@ -122,15 +122,14 @@ def encode_chunk_prompts(
     and a split depends on the text either side of it. Elsewhere (a tokenizer that merges across
     that newline or adds tokens around a text) every prompt is tokenised whole.
     """
-    if len(chunks) < 2:
-        return tokenizer([build_prompt(text, task, c) for c in chunks])["input_ids"]
-    first, *tails = tokenizer([build_prompt(text, task, chunks[0]), *(prompt_tail(task, c) for c in chunks)])[
-        "input_ids"
-    ]
-    head = len(first) - len(tails[0])
-    if head <= 0 or first[head:] != tails[0]:
-        return tokenizer([build_prompt(text, task, c) for c in chunks])["input_ids"]
-    return [first, *(first[:head] + tail for tail in tails[1:])]
+    if len(chunks) >= 2:
+        first, *tails = tokenizer([build_prompt(text, task, chunks[0]), *(prompt_tail(task, c) for c in chunks)])[
+            "input_ids"
+        ]
+        head = len(first) - len(tails[0])
+        if head > 0 and first[head:] == tails[0]:
+            return [first, *(first[:head] + tail for tail in tails[1:])]
+    return tokenizer([build_prompt(text, task, c) for c in chunks])["input_ids"]
 
 
 def encode_prompts(

@@ -172,13 +172,16 @@ def _extends_some_token(vocab: TokenBytes, prefix: bytes) -> bool:
     return i < len(vocab.ordered) and vocab.ordered[i].startswith(prefix)
 
 
+def _no_steps(states: int, width: int, sentinel: int) -> tuple[np.ndarray, ...]:
+    """(token, state, done, need) arrays [states, width] holding no step: the sentinel token, no next
+    state, no labels done, no condition."""
+    return tuple(np.full((states, width), fill, dtype=np.int64) for fill in (sentinel, -1, 0, -1))
+
+
 def _step_arrays(rows: list[list[LiteralStep]], sentinel: int) -> tuple[np.ndarray, ...]:
     """Each state's steps as (token, state, done, need) arrays [states, widest]; the sentinel pads."""
     width = max(1, *(len(r) for r in rows)) if rows else 1
-    token = np.full((len(rows), width), sentinel, dtype=np.int64)
-    state = np.full((len(rows), width), -1, dtype=np.int64)
-    done = np.zeros((len(rows), width), dtype=np.int64)
-    need = np.full((len(rows), width), -1, dtype=np.int64)
+    token, state, done, need = _no_steps(len(rows), width, sentinel)
     for r, row in enumerate(rows):
         for k, step in enumerate(row):
             token[r, k], state[r, k], done[r, k], need[r, k] = step.token, step.state, step.done, step.need
@@ -190,7 +193,7 @@ def pad_steps(tables: list[ChunkTable], sentinel: int) -> tuple[np.ndarray, ...]
     renumbered after the ones before), padded to one width with the sentinel token."""
     widest = max([1] + [t.steps[0].shape[1] for t in tables])
     states = sum(len(t.eos) for t in tables)
-    out = tuple(np.full((states, widest), fill, dtype=np.int64) for fill in (sentinel, -1, 0, -1))
+    out = _no_steps(states, widest, sentinel)
     offset = 0
     for t in tables:
         rows = slice(offset, offset + len(t.eos))

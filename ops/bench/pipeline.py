@@ -280,8 +280,7 @@ def run_benchmark(plan: BenchPlan, out_dir: Path, bootstrap: str | None, echo=pr
 def engine_alone(plan: BenchPlan, model_dir: Path, docs: list[dict], batch: int) -> float:
     """Docs/s of the engine the worker runs, in this process, over `docs` in batches of `batch`
     (after a warm-up on the first batch): what the pipeline would reach if Kafka cost nothing."""
-    from model import EngineSettings, build_engine
-    from model.build import settle_heap
+    from model import EngineSettings, build_engine, settle_heap
     from schemas.decode import decode_document
 
     engine = build_engine(EngineSettings(path=str(model_dir), engine=plan.engine, max_new_tokens=plan.max_new_tokens))
