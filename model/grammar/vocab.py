@@ -67,8 +67,8 @@ class VocabIndex:
         self, data: np.ndarray, starts: np.ndarray, head: bytes = b""
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(start, token id, bytes taken from the source) for every token whose bytes are `head` followed
-        by a non-empty run of `data` from a position in `starts` that crosses no value break.
-        Sorted by start, then by length.
+        by a non-empty run of `data` from a position in `starts` that crosses no value break, in no
+        particular order (each caller sorts by the key it looks up by).
 
         Up to SHORT bytes, positions are extended a byte at a time while they spell some token's
         prefix; the few tokens longer than that are then compared whole against the source."""
@@ -102,13 +102,10 @@ class VocabIndex:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty, empty
         pos, length, cls = (np.concatenate(parts) for parts in zip(*found, strict=True))
-        # Expand each spelling to its ids (twins included), then order by (start, length).
+        # Expand each spelling to its ids (twins included).
         counts = self._class_first[cls + 1] - self._class_first[cls]
-        pos, length = np.repeat(pos, counts), np.repeat(length, counts)
         offsets = np.repeat(self._class_first[cls] - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
-        tokens = self._class_ids[offsets]
-        order = np.lexsort((length, pos))
-        return pos[order], tokens[order], length[order]
+        return np.repeat(pos, counts), self._class_ids[offsets], np.repeat(length, counts)
 
 
 @dataclass(frozen=True)
