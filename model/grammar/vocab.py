@@ -203,7 +203,8 @@ def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
 class PrefixTable:
     """Hashes of every prefix of some spellings, bucketed by the top bits of the hash times an odd
     constant (the polynomial hash of a short string is a small number; the product spreads it), and
-    sorted: a look-up reads one bucket, about one entry, instead of binary-searching the whole table."""
+    sorted: a look-up reads one bucket, mostly empty or of one entry, instead of binary-searching the
+    whole table."""
 
     hashes: np.ndarray
     classes: np.ndarray  # per hash, the spelling it completes, -1 if none
@@ -218,9 +219,12 @@ class PrefixTable:
             hashes = np.unique(prefixes * MIX)
             classes = np.full(len(hashes), -1, dtype=np.int64)
             classes[np.searchsorted(hashes, full * MIX)] = np.array(chosen, dtype=np.int64)
-        bits = max(1, len(hashes).bit_length())
+        # Two to four buckets per hash: most look-ups end at an empty bucket or its first entry, and a
+        # find's loop runs as deep as the deepest bucket it reads. In int32, no more memory than int64
+        # offsets at half as many buckets.
+        bits = max(1, len(hashes).bit_length() + 1)
         shift = np.uint64(64 - bits)
-        first = np.searchsorted(hashes >> shift, np.arange((1 << bits) + 1, dtype=np.uint64))
+        first = np.searchsorted(hashes >> shift, np.arange((1 << bits) + 1, dtype=np.uint64)).astype(np.int32)
         return cls(hashes, classes, first, shift, int(np.diff(first).max(initial=0)))
 
     def find(self, h: np.ndarray) -> np.ndarray:
@@ -228,7 +232,7 @@ class PrefixTable:
         with np.errstate(over="ignore"):
             h = h * MIX
         bucket = (h >> self.shift).astype(np.int64)
-        lo, hi = self.first[bucket], self.first[bucket + 1]
+        lo, hi = self.first[bucket].astype(np.int64), self.first[bucket + 1].astype(np.int64)
         out = np.full(len(h), -1, dtype=np.int64)
         todo = np.flatnonzero(lo < hi)
         for j in range(self.widest):
