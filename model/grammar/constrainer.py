@@ -15,7 +15,7 @@ from transformers import PreTrainedTokenizerBase
 from model.grammar.device import DeviceGrammar
 from model.grammar.host import HostGrammar, HostTables
 from model.grammar.layout import RowGrammar, build_layout
-from model.grammar.literal import ChunkTable, build_chunk_table
+from model.grammar.literal import ChunkTable, TokenRuns, build_chunk_table
 from model.grammar.protocol import Grammar
 from model.grammar.source import CHECKED_TYPES, SourceTables, WordEdges, prepare_source
 from model.grammar.tables import device_tables
@@ -39,6 +39,7 @@ class Constrainer:
         # The decode loop's grammar: the device one or the host one; None picks by the device.
         self.grammar_on_device: bool | None = None
         self._chunks: dict[tuple[str, ...], ChunkTable] = {}
+        self._runs = TokenRuns(vocab)  # shared by every chunk: labels recur across label subsets
         self._sources: dict[str, SourceTables] = {}
 
     def rows(
@@ -61,7 +62,7 @@ class Constrainer:
         for labels in chunks:
             chunk = self._chunks.get(labels)
             if chunk is None:
-                chunk = self._chunks[labels] = build_chunk_table(labels, self.tokens)
+                chunk = self._chunks[labels] = build_chunk_table(labels, self._runs)
             kinds = tuple(t if (t := types.get(label)) in CHECKED_TYPES else classes.get(label) for label in labels)
             out.append(RowGrammar(source, chunk, kinds))
         return out

@@ -33,12 +33,6 @@ class WordEdges:
     tables: Mapping[str, tuple[Sequence[bool], Sequence[bool]]] = field(default_factory=dict)
 
 
-def byte_offsets(text: str) -> np.ndarray:
-    """[chars + 1]: where each character starts in the UTF-8 bytes, then the end."""
-    sizes = np.fromiter((len(ch.encode()) for ch in text), dtype=np.int64, count=len(text))
-    return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-
-
 @dataclass
 class Entries:
     """Tokens made of a head and then the start of a value: one row per (start, token), sorted by token."""
@@ -72,6 +66,12 @@ class SourceTables:
         return len(self.data)
 
 
+def byte_offsets(tables: SourceTables) -> np.ndarray:
+    """[chars + 1]: where each character starts in the UTF-8 bytes, then the end: the boundaries (the
+    bytes come from str.encode, so every byte but a continuation byte starts a character)."""
+    return np.flatnonzero(tables.boundary)
+
+
 def prepare_source(text: str, vocab: VocabIndex, edges: WordEdges | None = None) -> SourceTables:
     """The document's tables; a word-edge class's starts go into its `reach` (a start that is no
     word edge reaches itself: no value opens there) and its ends into `ends`."""
@@ -85,9 +85,10 @@ def prepare_source(text: str, vocab: VocabIndex, edges: WordEdges | None = None)
     while at >= 0:
         may_start[at] = False
         at = raw.find(_IDEOGRAPHIC_SPACE, at + 1)
+    # One sort of the membership key orders the matches by position, then token (each pair is unique).
     pos, tok, _ = vocab.matches(data, np.arange(size))
-    order = np.lexsort((tok, pos))
-    pos, tok = pos[order], tok[order]
+    key = np.sort(pos * (vocab.size + 1) + tok)
+    pos, tok = np.divmod(key, vocab.size + 1)
     first = np.searchsorted(pos, np.arange(size + 2))
     tables = SourceTables(
         data=data,
@@ -96,10 +97,10 @@ def prepare_source(text: str, vocab: VocabIndex, edges: WordEdges | None = None)
         match_pos=pos,
         match_tok=tok,
         first=first,
-        key=pos * (vocab.size + 1) + tok,
+        key=key,
     )
     if edges is not None and edges.tables:
-        offsets = byte_offsets(text)
+        offsets = byte_offsets(tables)
         for name, (starts, ends) in edges.tables.items():
             may_start = np.zeros(size + 1, dtype=bool)
             may_start[offsets[np.asarray(starts, dtype=bool)]] = True
@@ -145,7 +146,7 @@ def entries(tables: SourceTables, vocab: VocabIndex, head: bytes) -> Entries:
             keep = at_start[tables.match_pos]
             pos, tok = tables.match_pos[keep], tables.match_tok[keep]
             taken = vocab.lengths[tok]
-        order = np.argsort(tok, kind="stable")
+        order = np.argsort(tok * (tables.size + 1) + pos)
         found = tables.entries[head] = Entries(pos[order], tok[order], taken[order])
     return found
 
@@ -169,7 +170,7 @@ def _typed_reach(tables: SourceTables, kind: FieldType) -> np.ndarray:
     from each start is found by binary search over its length in characters. A cut character counts
     as the source character it is cut from."""
     text = tables.data.tobytes().decode()
-    offsets = byte_offsets(text)
+    offsets = byte_offsets(tables)
     char_at = np.full(tables.size + 1, -1, dtype=np.int64)
     char_at[offsets] = np.arange(len(offsets))
     out = np.arange(tables.size + 1, dtype=np.int64)  # a start that cannot open a value reaches itself

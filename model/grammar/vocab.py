@@ -10,6 +10,7 @@ prefix.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,10 +20,11 @@ from model.grammar.token_bytes import VALUE_BREAKS, TokenBytes
 # An odd 64-bit multiplier; bytes enter as b + 1 so that a leading zero byte still changes the hash.
 HASH_BASE = np.uint64(0x9E3779B97F4A7C15)
 MIX = np.uint64(0xFF51AFD7ED558CCD)
+INVERSE_BASE = np.uint64(pow(int(HASH_BASE), -1, 1 << 64))
 _BREAK = np.zeros(256, dtype=bool)
 _BREAK[list(VALUE_BREAKS)] = True
 TAB_BYTE = 9
-# Token bytes matched one at a time; longer tokens are compared whole (model/grammar/vocab.py:matches).
+# Token bytes matched one at a time; longer tokens are checked whole (LongSpellings).
 SHORT = 9
 
 
@@ -67,11 +69,11 @@ class VocabIndex:
         self, data: np.ndarray, starts: np.ndarray, head: bytes = b""
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(start, token id, bytes taken from the source) for every token whose bytes are `head` followed
-        by a non-empty run of `data` from a position in `starts` that crosses no value break.
-        Sorted by start, then by length.
+        by a non-empty run of `data` from a position in `starts` that crosses no value break, in no
+        particular order (each caller sorts by the key it looks up by).
 
         Up to SHORT bytes, positions are extended a byte at a time while they spell some token's
-        prefix; the few tokens longer than that are then compared whole against the source."""
+        prefix; the few tokens longer than that are then checked whole against the source."""
         found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         # The source followed by breaks, so that reading past its end stops a match like a break does;
         # bytes as they enter the hash (b + 1).
@@ -97,28 +99,28 @@ class VocabIndex:
                 if not len(alive):
                     break
         if len(alive) and len(head) < SHORT and short < self.longest:
-            found.append(long.complete(padded, alive, h, short))
+            found.append(long.complete(RunHashes(padded), alive, h, short))
         if not found:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty, empty
         pos, length, cls = (np.concatenate(parts) for parts in zip(*found, strict=True))
-        # Expand each spelling to its ids (twins included), then order by (start, length).
+        # Expand each spelling to its ids (twins included).
         counts = self._class_first[cls + 1] - self._class_first[cls]
-        pos, length = np.repeat(pos, counts), np.repeat(length, counts)
         offsets = np.repeat(self._class_first[cls] - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
-        tokens = self._class_ids[offsets]
-        order = np.lexsort((length, pos))
-        return pos[order], tokens[order], length[order]
+        return np.repeat(pos, counts), self._class_ids[offsets], np.repeat(length, counts)
 
 
 @dataclass(frozen=True)
 class LongSpellings:
-    """Spellings longer than SHORT bytes, grouped by the hash of their first SHORT bytes, with the rest
-    of their bytes in a matrix for comparing against the source in one gather."""
+    """Spellings longer than SHORT bytes, grouped by the hash of their first SHORT bytes, with each
+    whole spelling's hash and the rest of its bytes: a candidate is checked against the source by
+    its whole run's hash, read off the source's prefix sums (RunHashes) in a few operations whatever
+    its length, and only those whose hashes agree are compared byte by byte."""
 
     keys: np.ndarray  # sorted: mixed hash of the first SHORT bytes
     classes: np.ndarray
-    rest: np.ndarray  # uint8 [n, longest - SHORT]
+    full: np.ndarray  # the whole spelling's hash
+    rest: np.ndarray  # uint8 [n, longest - SHORT]: the bytes after the first SHORT
     rest_length: np.ndarray
 
     @classmethod
@@ -127,39 +129,82 @@ class LongSpellings:
         with np.errstate(over="ignore"):
             keys = np.array([rolling_hash(spellings[i][:SHORT]) for i in chosen], dtype=np.uint64) * MIX
         order = np.argsort(keys, kind="stable")
+        full, _ = _hashes([spellings[i] for i in chosen], max([SHORT] + [len(spellings[i]) for i in chosen]))
         width = max([1] + [len(spellings[i]) - SHORT for i in chosen])
         rest = np.zeros((len(chosen), width), dtype=np.uint8)
         for row, i in enumerate(chosen):
             tail = spellings[i][SHORT:]
             rest[row, : len(tail)] = np.frombuffer(tail, dtype=np.uint8)
         lengths = np.array([len(spellings[i]) - SHORT for i in chosen], dtype=np.int64)
-        return cls(keys[order], np.array(chosen, dtype=np.int64)[order], rest[order], lengths[order])
+        classes = np.array(chosen, dtype=np.int64)
+        return cls(keys[order], classes[order], full[order], rest[order], lengths[order])
 
-    def complete(self, padded: np.ndarray, alive: np.ndarray, h: np.ndarray, taken: int):
+    def complete(self, source: RunHashes, alive: np.ndarray, h: np.ndarray, taken: int):
         """(start, source bytes taken, spelling) of the long spellings that the positions `alive`
         (having taken `taken` source bytes, the first SHORT bytes with the head, hashed as `h`) go on
-        to spell in full."""
+        to spell in full, crossing no value break."""
         with np.errstate(over="ignore"):
             mixed = h * MIX
         lo, hi = np.searchsorted(self.keys, mixed, "left"), np.searchsorted(self.keys, mixed, "right")
         counts = hi - lo
         candidate = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
         start = np.repeat(alive, counts)
-        # A few columns first: most candidates differ there, and the whole width is wide.
-        for columns in (np.arange(min(4, self.rest.shape[1])), np.arange(self.rest.shape[1])):
-            source = padded[(start + taken)[:, None] + columns]
-            inside = columns < self.rest_length[candidate][:, None]
-            same = ((source == self.rest[candidate][:, columns]) & ~_BREAK[source]) | ~inside
-            ok = same.all(axis=1)
-            start, candidate = start[ok], candidate[ok]
-        return start, taken + self.rest_length[candidate], self.classes[candidate]
+        rest = self.rest_length[candidate]
+        at = start + taken
+        with np.errstate(over="ignore"):
+            spelt = np.repeat(h, counts) * source.power[rest] + source.hash(at, at + rest)
+        ok = (spelt == self.full[candidate]) & source.unbroken(at, at + rest)
+        start, candidate = start[ok], candidate[ok]
+        # The hashes agree; so must the bytes (a source crafted to collide spells no token).
+        columns = np.arange(self.rest.shape[1])
+        inside = columns < self.rest_length[candidate][:, None]
+        same = (source.data[(start + taken)[:, None] + columns] == self.rest[candidate]) | ~inside
+        ok = same.all(axis=1)
+        return start[ok], taken + self.rest_length[candidate[ok]], self.classes[candidate[ok]]
+
+
+class RunHashes:
+    """A byte string's prefix sums under the rolling hash, for the hash of any run of it in a few array
+    operations: with C[j] the sum of (byte_i + 1) * BASE**-i over i < j (mod 2**64, where BASE, odd,
+    has an inverse), the run [a, b) hashes to BASE**(b - 1) * (C[b] - C[a])."""
+
+    def __init__(self, data: np.ndarray) -> None:
+        self.data = data
+        self.power, inverse = _powers(len(data) + 1)
+        with np.errstate(over="ignore"):
+            terms = (data.astype(np.uint64) + np.uint64(1)) * inverse[: len(data)]
+        self.sums = np.concatenate([np.zeros(1, dtype=np.uint64), np.cumsum(terms, dtype=np.uint64)])
+        self.breaks = np.concatenate([[0], np.cumsum(_BREAK[data])])
+
+    def hash(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """The rolling hash of each run [a, b), b > a."""
+        with np.errstate(over="ignore"):
+            return self.power[b - 1] * (self.sums[b] - self.sums[a])
+
+    def unbroken(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Whether each run [a, b) holds no value break."""
+        return self.breaks[b] == self.breaks[a]
+
+
+@functools.cache
+def _powers_of(size: int) -> tuple[np.ndarray, np.ndarray]:
+    with np.errstate(over="ignore"):
+        power, inverse = np.full(size, HASH_BASE, dtype=np.uint64), np.full(size, INVERSE_BASE, dtype=np.uint64)
+        power[0] = inverse[0] = 1
+        return np.cumprod(power, dtype=np.uint64), np.cumprod(inverse, dtype=np.uint64)
+
+
+def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """BASE**k and BASE**-k for k < n at least (sizes rounded up to a power of two, so few are kept)."""
+    return _powers_of(1 << max(n - 1, 1).bit_length())
 
 
 @dataclass(frozen=True)
 class PrefixTable:
     """Hashes of every prefix of some spellings, bucketed by the top bits of the hash times an odd
     constant (the polynomial hash of a short string is a small number; the product spreads it), and
-    sorted: a look-up reads one bucket, about one entry, instead of binary-searching the whole table."""
+    sorted: a look-up reads one bucket, mostly empty or of one entry, instead of binary-searching the
+    whole table."""
 
     hashes: np.ndarray
     classes: np.ndarray  # per hash, the spelling it completes, -1 if none
@@ -174,9 +219,12 @@ class PrefixTable:
             hashes = np.unique(prefixes * MIX)
             classes = np.full(len(hashes), -1, dtype=np.int64)
             classes[np.searchsorted(hashes, full * MIX)] = np.array(chosen, dtype=np.int64)
-        bits = max(1, len(hashes).bit_length())
+        # Two to four buckets per hash: most look-ups end at an empty bucket or its first entry, and a
+        # find's loop runs as deep as the deepest bucket it reads. In int32, no more memory than int64
+        # offsets at half as many buckets.
+        bits = max(1, len(hashes).bit_length() + 1)
         shift = np.uint64(64 - bits)
-        first = np.searchsorted(hashes >> shift, np.arange((1 << bits) + 1, dtype=np.uint64))
+        first = np.searchsorted(hashes >> shift, np.arange((1 << bits) + 1, dtype=np.uint64)).astype(np.int32)
         return cls(hashes, classes, first, shift, int(np.diff(first).max(initial=0)))
 
     def find(self, h: np.ndarray) -> np.ndarray:
@@ -184,7 +232,7 @@ class PrefixTable:
         with np.errstate(over="ignore"):
             h = h * MIX
         bucket = (h >> self.shift).astype(np.int64)
-        lo, hi = self.first[bucket], self.first[bucket + 1]
+        lo, hi = self.first[bucket].astype(np.int64), self.first[bucket + 1].astype(np.int64)
         out = np.full(len(h), -1, dtype=np.int64)
         todo = np.flatnonzero(lo < hi)
         for j in range(self.widest):
