@@ -79,9 +79,17 @@ def test_export_ships_the_best_snapshot_with_its_held_out_numbers(tmp_path: Path
 
 def test_a_fine_tune_starts_from_a_trained_model_and_names_it(tmp_path: Path) -> None:
     first = build(TINY_PLAN, tmp_path / "first", log=lambda _: None)
-    tuned = build(TINY_PLAN, tmp_path / "tuned", log=lambda _: None, init_from=first)
+    # A recipe of other sizes: the fine-tune keeps its start's, and its manifest says so.
+    other = replace(TINY_PLAN, recipe=replace(TINY_PLAN.recipe, hidden_size=48, n_head=4))
+    tuned = build(other, tmp_path / "tuned", log=lambda _: None, init_from=first)
+    again = build(TINY_PLAN, tmp_path / "again", log=lambda _: None, init_from=tuned)
     manifest = json.loads((tuned / MANIFEST).read_text())
     assert manifest["fine_tuned_from"]["weights_sha256"] == json.loads((first / MANIFEST).read_text())["weights_sha256"]
+    assert (manifest["settings"]["hidden_size"], manifest["settings"]["n_head"]) == (32, 2)
+    # A fine-tune of a fine-tune names the whole line back to a model trained from scratch.
+    line = json.loads((again / MANIFEST).read_text())["fine_tuned_from"]
+    assert (line["path"], line["steps"], line["fine_tuned_from"]["path"]) == (str(tuned), 4, str(first))
+    assert line["fine_tuned_from"]["fine_tuned_from"] is None
     # Its tokenizer is the trained model's, and training moved the weights on from there.
     assert (tuned / "tokenizer.json").read_bytes() == (first / "tokenizer.json").read_bytes()
     a, b = load_file(first / "model.safetensors"), load_file(tuned / "model.safetensors")

@@ -174,8 +174,7 @@ def build(
     state = {"step": 0, "train_seconds": 0.0, "losses": []}
     if init_from is not None:
         # What the fine-tune started from, by content: the manifest must name the weights, not a path.
-        weights = hashlib.sha256((init_from / "model.safetensors").read_bytes()).hexdigest()
-        state["init_from"] = {"path": str(init_from), "weights_sha256": weights}
+        state["init_from"] = lineage(init_from)
     if checkpoint_path(train_dir).is_file():
         # Saved on any device, resumed on any: the optimizer's moments follow the parameters' device.
         saved = torch.load(checkpoint_path(train_dir), weights_only=False, map_location=target)
@@ -283,13 +282,35 @@ def snapshot(directory: Path, model, tokenizer, plan: DemoPlan, state: dict) -> 
     return directory
 
 
+def lineage(model_dir: Path) -> dict:
+    """What a fine-tune started from: its weights by content, and where its manifest is on this
+    machine, the steps, hardware and time that made them and what they in turn started from."""
+    weights = hashlib.sha256((model_dir / "model.safetensors").read_bytes()).hexdigest()
+    out: dict = {"path": str(model_dir), "weights_sha256": weights}
+    manifest_path = model_dir / MANIFEST
+    if manifest_path.is_file():
+        parent = json.loads(manifest_path.read_text())
+        out |= {key: parent.get(key) for key in ("steps", "train_seconds", "hardware")}
+        earlier = parent.get("fine_tuned_from")
+        if earlier and Path(earlier["path"]).is_dir():
+            earlier = lineage(Path(earlier["path"]))
+        out["fine_tuned_from"] = earlier
+    return out
+
+
+def model_sizes(directory: Path) -> dict:
+    """The sizes a model directory's weights have (a fine-tune keeps its start's, whatever its recipe says)."""
+    config = json.loads((directory / "config.json").read_text())
+    return {"hidden_size": config["hidden_size"], "n_layer": config["n_layer"], "n_head": config["n_head"]}
+
+
 def write_manifest(directory: Path, plan: DemoPlan, state: dict, evaluation: dict | None) -> None:
     weights = directory / "model.safetensors"
     manifest = {
         "recipe": "seqstream-train",
         "recipe_version": RECIPE_VERSION,
         "demo": True,
-        "settings": asdict(plan.recipe),
+        "settings": asdict(plan.recipe) | model_sizes(directory),
         "plan": {k: v for k, v in asdict(plan).items() if k != "recipe"},
         "generator_seed": GENERATOR_SEED,
         "steps": state["step"],
@@ -321,6 +342,11 @@ def export(snapshot_dir: Path, evaluation: dict, table: str, destination: Path =
     shutil.copytree(snapshot_dir, destination)
     manifest = json.loads((destination / MANIFEST).read_text())
     manifest["evaluation"] = evaluation
+    # Manifests written before these were recorded get them here, from the files themselves.
+    manifest["settings"] |= model_sizes(destination)
+    start = manifest.get("fine_tuned_from")
+    if start and "steps" not in start and Path(start["path"]).is_dir():
+        manifest["fine_tuned_from"] = lineage(Path(start["path"]))
     (destination / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     (destination / "EVAL.txt").write_text(table + "\n", encoding="utf-8")
     return destination
