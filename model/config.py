@@ -30,9 +30,7 @@ class EngineSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     labels_per_prompt: int = 6
     prompts_per_forward: int = 32
     confidence_threshold: float = 0.85
-    # Nats of entropy among the legal tokens at a deciding step (model/signals.py) above which the
-    # record raises an alarm: ln 2, more spread than a fair coin between two readings of the text.
-    entropy_threshold: float = 0.69
+    entropy_threshold: float = 2.5
     top_alternatives: int = 5
     # Decode only answers the parser reads, with values copied from the source (model/grammar/).
     constrained: bool = True

@@ -1,5 +1,5 @@
 """What each greedy step tells us about the model's certainty: chosen token, its probability,
-the entropy of the distribution it chose from, and the runners-up.
+the entropy of the full next-token distribution, and the runners-up.
 
 Computed in fp32 whatever the model's dtype: BF16 probabilities are too coarse to gate on.
 """
@@ -17,7 +17,7 @@ class StepSignals:
 
     chosen: torch.Tensor  # [B] token id, argmax with ties to the lowest id
     prob: torch.Tensor  # [B]
-    entropy: torch.Tensor  # [B] nats, among the legal tokens
+    entropy: torch.Tensor  # [B] nats
     top_ids: torch.Tensor  # [B, k]
     top_probs: torch.Tensor  # [B, k]
     forced: torch.Tensor | None = None  # [B] bool: the constraint left one legal token
@@ -29,14 +29,9 @@ TINY_MASS = 1e-30
 
 
 def step_signals(logits: torch.Tensor, k: int, legal: torch.Tensor | None = None) -> StepSignals:
-    """Choice, probability, entropy and alternatives among the `legal` tokens ([B, V] bool; all when
-    None): the model's distribution renormalised over what the grammar lets it write.
-
-    The entropy alarm reads this entropy, not the full distribution's: every value is copied from the
-    text, so only the legal tokens can change a record. A character-level model spreads its full
-    distribution at a rare character it must copy (a rare surname) while the legal choice is sure;
-    that is not a risk to the record (ops/BENCHMARKS.md, "The entropy alarm's signal, measured").
-    A forced step has entropy 0: nothing was left to decide."""
+    """Choice, probability and alternatives among the `legal` tokens ([B, V] bool; all when None),
+    and the entropy of the model's full distribution: the alarm is about how unsure the model is,
+    which the mask would hide (a forced step has entropy 0)."""
     return StepSignals(*signal_tensors(logits, legal, k))
 
 
@@ -58,23 +53,18 @@ def signal_tensors(
 
     Over a vocabulary of 250,880 each pass over [B, V] counts, and so does each fresh [B, V]
     buffer: the full distribution is normalised once, its two buffers are then masked in place,
-    the masked probabilities are the full ones divided by the legal tokens' share M (so their
-    entropy is log M - sum(p log p) / M over the legal p), and choice and runners-up come from one
-    top-k.
+    the masked probabilities are the full ones divided by the legal tokens' share, and choice and
+    runners-up come from one top-k.
     """
     x = logits.float()
     log_probs = torch.log_softmax(x, dim=-1)
     probs = log_probs.exp()
-    if legal is None:
-        # log_softmax is finite where logits are, so p log p needs no guard for p = 0.
-        entropy = -torch.linalg.vecdot(probs, log_probs)
-    else:
+    # log_softmax is finite where logits are, so p log p needs no guard for p = 0.
+    entropy = -torch.linalg.vecdot(probs, log_probs)
+    if legal is not None:
         illegal = ~legal
         mass = probs.masked_fill_(illegal, 0.0).sum(-1)
-        p_log_p = torch.linalg.vecdot(probs, log_probs)  # before log_probs is masked: 0 * -inf is nan
-        masked_log_probs = log_probs.masked_fill_(illegal, float("-inf"))
-        log_mass = _log_legal_mass(mass, masked_log_probs, static)
-        entropy = _legal_entropy(mass, p_log_p, log_mass, masked_log_probs, static)
+        log_mass = _log_legal_mass(mass, log_probs.masked_fill_(illegal, float("-inf")), static)
     top_log_probs, top_ids = log_probs.topk(min(k + 1, x.shape[-1]), dim=-1)
     chosen = _greedy_choice(x, legal, top_log_probs, top_ids, static)
     chosen_log_prob = log_probs.gather(-1, chosen[:, None])[:, 0]
@@ -127,32 +117,6 @@ def _log_legal_mass(mass: torch.Tensor, masked_log_probs: torch.Tensor, static: 
     if bool(low.any()):
         log_mass[low] = torch.logsumexp(masked_log_probs[low], -1)
     return log_mass
-
-
-def _legal_entropy(
-    mass: torch.Tensor,
-    p_log_p: torch.Tensor,
-    log_mass: torch.Tensor,
-    masked_log_probs: torch.Tensor,
-    static: bool | None,
-) -> torch.Tensor:
-    """Entropy of the distribution renormalised over the legal tokens, from their share `mass` and
-    their sum of p log p; where the share underflowed (as `_log_legal_mass`), from the masked
-    log-probabilities themselves."""
-
-    def underflowed(rows: torch.Tensor | slice, log_m: torch.Tensor) -> torch.Tensor:
-        log_q = masked_log_probs[rows] - log_m[:, None]
-        return -torch.where(log_q.isfinite(), log_q.exp() * log_q, 0.0).sum(-1)
-
-    entropy = log_mass - p_log_p / mass.clamp_min(TINY_MASS)
-    if static_path(static, mass):
-        entropy = torch.where(mass > TINY_MASS, entropy, underflowed(slice(None), log_mass))
-    else:
-        low = mass <= TINY_MASS
-        if bool(low.any()):
-            entropy[low] = underflowed(low, log_mass[low])
-    # Rounding leaves a forced step a hair either side of 0.
-    return entropy.clamp_min_(0.0)
 
 
 @dataclass
