@@ -288,7 +288,8 @@ class Candidate(msgspec.Struct, frozen=True, kw_only=True):
     end: int
     # The model's share among the label's candidates when it was made to choose (None not legal).
     score: float
-    # What found it: "lac:PER", "lac:ORG", "lac:LOC", "lac:TIME", or a typed detector ("phone", "date", ...).
+    # What found it: "lac:PER", "lac:ORG", "lac:LOC", "lac:TIME", a typed detector ("phone", "date", ...),
+    # or "cue" (a closed-vocabulary label's value: a degree, an age, a sex, a diagnosis after its cue).
     source: str
     # The candidate the model picked for the label.
     picked: bool = False

@@ -123,9 +123,11 @@ def test_a_substantial_document_answered_with_nothing_is_reviewed(corpus) -> Non
 
     [empty] = [r for r in document_reasons(doc, spans(doc, {})) if r.code is ReviewCode.EMPTY_RECORD]
     assert "0 of 6" in empty.detail
-    one = {"联系电话": ["0592-5551234"], "公司名称": ["厦门鹭岛餐饮管理有限公司"]}
-    assert codes({"联系电话": one["联系电话"]}) == [ReviewCode.UNCLAIMED_VALUE, ReviewCode.EMPTY_RECORD]
-    assert codes(one) == []  # two of six labels answered: no longer near-empty
+    one = {"联系电话": ["0592-5551234"], "公司名称": ["厦门鹭岛餐饮管理有限公司"], "学历要求": ["大专以上学历"]}
+    # The company (a typed mention) and the degree (a cue) unclaimed, and the record near-empty.
+    unclaimed = [ReviewCode.UNCLAIMED_VALUE] * 2
+    assert codes({"联系电话": one["联系电话"]}) == [*unclaimed, ReviewCode.EMPTY_RECORD]
+    assert codes(one) == []  # three of six labels answered: no longer near-empty
 
 
 def test_a_short_document_with_nothing_to_find_is_not_an_empty_record(corpus) -> None:

@@ -10,7 +10,8 @@ decode loop), documents with a typed or name-like label left empty are read by B
    detectors' phones, dates and amounts already are;
 2. for each such label of a document going to review (that check, or the older ones, or a near-empty
    record), its candidates (LAC's entities of the label's type, `TIME` for dates, plus the typed
-   detectors' values, model/values/mentions.py) are scored by the model: the teacher-forced
+   detectors' values, model/values/mentions.py; for a closed-vocabulary label, the values its cues
+   find, model/values/cues.py) are scored by the model: the teacher-forced
    log-probability of the answer `label: candidate` after a one-label prompt, every candidate of the
    batch in a few batched forwards. `None` is not among them, so the model must choose.
 
@@ -41,6 +42,7 @@ from model.answers.prompt import encode_prompts
 from model.answers.validate import Extraction
 from model.answers.vouch import vouched
 from model.clock import ms_since
+from model.values.cues import CUED_LABELS, cued_values
 from model.values.entities import Entity, EntityFinder, EntityTag
 from model.values.lexicon import organisation_suffixes
 from model.values.mentions import mentions
@@ -80,7 +82,12 @@ def open_labels(doc: Document, extraction: Extraction) -> list[str]:
     """The labels answered `None` that the backoff could fill."""
     if doc.task != "extract":
         return []
-    return [label for label in doc.labels if not extraction.fields.get(label) and any(sources(doc, label))]
+    return [
+        label
+        for label in doc.labels
+        if not extraction.fields.get(label)
+        and (any(sources(doc, label)) or (label in CUED_LABELS and bool(cued_values(doc.text, label))))
+    ]
 
 
 def offered(
@@ -100,6 +107,9 @@ def offered(
         for value in written[kind]:  # type: ignore[index]
             start = doc.text.find(value)
             found.append(Candidate(text=value, start=start, end=start + len(value), score=0.0, source=kind))
+    found += [
+        Candidate(text=c.text, start=c.start, end=c.end, score=0.0, source="cue") for c in cued_values(doc.text, label)
+    ]
     unique: dict[str, Candidate] = {}
     for candidate in sorted(found, key=lambda c: (c.start, -c.end)):
         text = candidate.text.strip()

@@ -9,6 +9,8 @@ construction; these checks look at the text instead (README "The gate"):
 - `unclaimed_value` (per document): a phone, e-mail, date, amount or organisation the text writes
   (model/values/mentions.py), or a person's or organisation's name jieba tags (model/answers/words.py),
   that no label took, while a label of that type (a party, 甲方/乙方: either name) answered `None`;
+- `unclaimed_value` from the cues of closed-vocabulary labels too (model/values/cues.py): a degree,
+  an age, a sex beside its key or an age, a diagnosis after 确诊为, beside such a label answered `None`;
 - `unclaimed_value` from LAC's entities too (`unclaimed_entities`, run by the lexicon backoff after the
   batch, model/answers/backoff.py): a person, organisation or place LAC tags beside a label of its type
   answered `None`;
@@ -25,6 +27,7 @@ from collections.abc import Mapping, Sequence
 
 from model.answers.words import Words, words_of
 from model.grammar.source import CHECKED_TYPES, WordEdges
+from model.values.cues import CUED_LABELS, cued_values
 from model.values.entities import Entity
 from model.values.lexicon import organisation_suffixes, surnames
 from model.values.mentions import MENTIONED_TYPES, mentions
@@ -162,6 +165,18 @@ def unclaimed_values(doc: Document, fields: Mapping[str, Sequence[Span]]) -> lis
                 )
                 for label in labels
             ]
+    for label in doc.labels:
+        if label in CUED_LABELS and not fields.get(label):
+            cued = [c.text for c in cued_values(doc.text, label) if not claimed(c.text, None, taken)]
+            if cued:
+                reasons.append(
+                    ReviewReason(
+                        code=ReviewCode.UNCLAIMED_VALUE,
+                        detail=f"the text writes {cued[0]!r} ({len(cued)} spellings unclaimed) and this label has none",
+                        label=label,
+                        value=cued[0],
+                    )
+                )
     return reasons
 
 

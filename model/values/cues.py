@@ -1,0 +1,76 @@
+"""Values of closed-vocabulary labels as a text writes them: degrees, ages, sexes, and a diagnosis
+after the words that announce one.
+
+These labels have no field type (a degree is `text`), so the typed detectors (model/values/mentions.py)
+and LAC's entities say nothing about them, and a confident `None` for 学历 beside 本科 or for
+诊断结果 after 确诊为 passed every check (issue 31: freeform-medical-03 went to fields with its
+diagnosis None). Each pattern is narrow: it finds a value of the label, not every mention of the
+word (性别 reads 男/女 only after its key or beside an age).
+
+A value may be written with or without its tail (本科 / 本科学历 / 本科及以上), so each finding
+offers its nested spellings, longest first; the lexicon backoff lets the model choose.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import NamedTuple
+
+_NUM = "[0-9０-９]"
+_CN_NUM = "[一二三四五六七八九十百两]"
+_DEGREE = re.compile(
+    r"(?:统招|全日制)?(?:博士研究生|硕士研究生|博士|硕士|研究生|本科|大专|专科|中专|高中|初中)"
+    r"(?P<above>及以上|以上)?(?P<unit>学历|学位)?"
+)
+_AGE = re.compile(
+    rf"(?<![0-9０-９])(?P<figure>{_NUM}{{1,3}})\s?(?:周岁|岁)|(?<!{_CN_NUM})(?P<words>{_CN_NUM}{{1,4}})(?:周岁|岁)"
+)
+# A sex after its key (性别：男, 性  别 男), beside an age (男，45岁), or a word of its own in a list
+# (许嘉怡，女，1996年生 / 姓名 段宏伟 | 男 |).
+_SEP = r"[，,、|│/\s（()）]"
+_SEX = re.compile(
+    r"性\s*别\s*[:：│|]?\s*(?P<value>[男女])"
+    rf"|(?P<beside>[男女])\s?[，,、/\s]\s?(?:{_NUM}{{1,3}}|{_CN_NUM}{{1,4}})(?:周岁|岁)"
+    rf"|(?:^|(?<={_SEP}))(?P<word>[男女])(?={_SEP}|$)",
+    re.MULTILINE,
+)
+# A diagnosis after the words that announce one, up to the clause's end or a table cell's.
+_DIAGNOSIS = re.compile(
+    r"(?:(?:确诊为|诊断为|考虑为?)\s*|(?:临床|初步|出院|入院|门诊|主检)?(?:诊断(?:结果)?|印象|结论)(?:\s*[:：│|]\s*|\s+))"
+    r"(?P<value>[^，,。；;:：\n│|\s][^，,。；;:：\n│|]{1,39})"
+)
+# Labels (as the field sets name them) whose values these patterns find.
+CUED_LABELS = frozenset({"学历", "学历要求", "年龄", "性别", "诊断结果"})
+
+
+class Cued(NamedTuple):
+    text: str
+    start: int
+    end: int
+
+
+@functools.lru_cache(maxsize=256)
+def cued_values(text: str, label: str) -> tuple[Cued, ...]:
+    """The label's values the text writes, in order of appearance (nested spellings longest first);
+    empty for a label with no cue."""
+    found: list[Cued] = []
+    if label in ("学历", "学历要求"):
+        for m in _DEGREE.finditer(text):
+            # 本科及以上学历, 本科及以上, 本科: each a spelling some writer's value has.
+            unit_less = m.start("unit") if m.group("unit") else m.end()
+            bare = m.start("above") if m.group("above") else unit_less
+            found += [Cued(text[m.start() : end], m.start(), end) for end in dict.fromkeys((m.end(), unit_less, bare))]
+    elif label == "年龄":
+        for m in _AGE.finditer(text):
+            number = "figure" if m.group("figure") else "words"
+            found += [Cued(m.group(), m.start(), m.end()), Cued(m.group(number), m.start(number), m.end(number))]
+    elif label == "性别":
+        for m in _SEX.finditer(text):
+            group = next(g for g in ("value", "beside", "word") if m.group(g))
+            found.append(Cued(m.group(group), m.start(group), m.end(group)))
+    elif label == "诊断结果":
+        for m in _DIAGNOSIS.finditer(text):
+            value = m.group("value").rstrip()
+            found.append(Cued(value, m.start("value"), m.start("value") + len(value)))
+    return tuple(dict.fromkeys(found))
