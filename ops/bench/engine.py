@@ -132,7 +132,10 @@ def model_ms_per_step(engine: FastRunner, rows: int, context: int, steps: int = 
 
 def preparation_ms(engine: FastRunner | ReferenceRunner, docs: list[Document]) -> tuple[float, float]:
     """Per document: tokenising its prompts, and preparing their grammars, both from cold (an engine
-    keeps the tables of the documents it has just decoded)."""
+    keeps the tables of the documents it has just decoded, and the timed run left each text's word
+    segmentation in `words_of`'s cache: read warm, this column left out jieba, most of the work)."""
+    for cached in PER_TEXT_CACHES:
+        cached.cache_clear()
     warm = engine.constrainer
     # The constrainer's device, not the engine's: the reference engine (transformers' generate())
     # keeps its device on its loaded model and has no `device` of its own.
