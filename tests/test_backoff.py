@@ -10,12 +10,13 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from model.answers.backoff import Backoff, ModelScorer, _groups, offered
+from model.answers.backoff import Backoff, ModelScorer, _groups, extend_cut_values, offered
 from model.answers.checks import claimed, document_reasons, taken_values, unclaimed_entities
 from model.answers.validate import Extraction
 from model.answers.vouch import vouched
 from model.build import build_engine
-from model.values.entities import EntityFinder, finder, read_user_dictionary
+from model.values.entities import Entity, EntityFinder, finder, read_user_dictionary
+from model.values.mentions import mentions
 from schemas.decode import decode_document
 from schemas.messages import Candidate, Processing, ReviewCode, ReviewRecord, Span, TextWindow
 from streams.flow.routing import route_extraction
@@ -262,3 +263,44 @@ def test_a_lone_value_offered_to_two_labels_is_vouched_for_neither(tiny) -> None
         assert [(c.text, c.source) for c in extraction.candidates[label]] == [("13812345678", "phone")]
     backed_off = {r.label for r in extraction.reasons if r.code == ReviewCode.LEXICON_BACKOFF}
     assert backed_off == {"本人电话", "紧急联系电话"} and extraction.needs_review
+
+
+def _cut_record(doc, values: dict[str, str]) -> Extraction:
+    fields = {label: [_span(doc.text, value)] for label, value in values.items()}
+    return Extraction(doc_id=doc.doc_id, windows=[TextWindow(start=0, end=len(doc.text))], fields=fields)
+
+
+def test_a_value_the_text_continues_into_an_entity_of_its_type_is_extended_and_reviewed() -> None:
+    doc = _doc("郑晓彤，2019年毕业于华南理工大学，本科。", "resume")
+    at = doc.text.find("华南理工大学")
+    extraction = _cut_record(doc, {"姓名": "郑晓彤", "毕业院校": "华南理工大"})
+    extend_cut_values(doc, extraction, [Entity("ORG", at, at + 6, "华南理工大学")])
+    assert [s.text for s in extraction.fields["毕业院校"]] == ["华南理工大学"]
+    assert extraction.fields["毕业院校"][0].end == at + 6
+    [reason] = extraction.reasons
+    assert (reason.code, reason.label, reason.value) == (ReviewCode.VALUE_BOUNDARY, "毕业院校", "华南理工大学")
+    assert "'华南理工大'" in reason.detail
+
+
+def test_a_typed_value_is_extended_only_into_a_value_of_its_type() -> None:
+    doc = _doc("患者韦秀兰，就诊日期2020年12月8日起复诊。", "medical")
+    extraction = _cut_record(doc, {"就诊日期": "2020年12月"})
+    at = doc.text.find("2020")
+    # LAC's time runs on to 起; the date detector's mention stops at the day.
+    extend_cut_values(doc, extraction, [Entity("TIME", at, at + 11, "2020年12月8日起")])
+    [span] = extraction.fields["就诊日期"]
+    assert span.text == "2020年12月8日" and span.normalised is not None
+
+
+def test_no_extension_across_a_line_break_or_into_another_labels_value() -> None:
+    doc = _doc("毕业院校：中欧国际工商学院\nCurrent: 上海浦江精细化工有限公司", "resume")
+    at = doc.text.find("中欧")
+    extraction = _cut_record(doc, {"毕业院校": "中欧国际工商学院"})
+    extend_cut_values(doc, extraction, [Entity("ORG", at, at + 16, "中欧国际工商学院\nCurrent")])
+    assert extraction.fields["毕业院校"][0].text == "中欧国际工商学院" and extraction.reasons == []
+    party = _doc("说明：宋志远自愿加入青岛海蓝生物科技有限公司。", "contract")
+    # The organisation detector's mention runs from 宋志远; the company in it is 甲方's value.
+    assert mentions(party.text)["organisation"] == ("宋志远自愿加入青岛海蓝生物科技有限公司",)
+    record = _cut_record(party, {"乙方": "宋志远", "甲方": "青岛海蓝生物科技有限公司"})
+    extend_cut_values(party, record, [])
+    assert record.fields["乙方"][0].text == "宋志远" and record.reasons == []

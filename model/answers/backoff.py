@@ -39,11 +39,12 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from model.answers.checks import PARTY_LABELS, PLACE_LABELS, claimed, label_kind, taken_values, unclaimed_entities
 from model.answers.parse import format_extraction
 from model.answers.prompt import encode_prompts
-from model.answers.validate import Extraction
+from model.answers.validate import Extraction, normalised
 from model.answers.vouch import vouched
 from model.clock import ms_since
 from model.values.cues import CUED_LABELS, cued_values
 from model.values.entities import Entity, EntityFinder, EntityTag
+from model.values.field_types import matches
 from model.values.lexicon import organisation_suffixes
 from model.values.mentions import mentions
 from schemas.messages import Candidate, Document, ReviewCode, ReviewReason, Span
@@ -118,6 +119,66 @@ def offered(
     return list(unique.values())[:MAX_CANDIDATES]
 
 
+def extend_cut_values(doc: Document, extraction: Extraction, entities: Sequence[Entity]) -> None:
+    """Values the text continues into a longer value of the label's sources (LAC's entities of its
+    type, its typed detector's mentions) from the same character: the model stopped early (华南理工大
+    for 华南理工大学, 韦秀 for 韦秀兰, 郑州大学 for 郑州大学第一附属医院). Each becomes the longest
+    such value, beside a `value_boundary` reason naming what it was; the record goes to review.
+
+    Not where the continuation starts with a space or a line break (a label's line after it), where
+    another label's value claims the longer one (a party's name before a company: 宋志远自愿加入青岛…),
+    or, for a typed label, where the longer one does not read as the type (2022年3月1日起)."""
+    for label in doc.labels:
+        tags, types = sources(doc, label)
+        spans = extraction.fields.get(label)
+        if not spans or not (tags or types):
+            continue
+        kind = doc.field_types.get(label)
+        others = [
+            (s.text, label_kind(doc, other))
+            for other, spans_ in extraction.fields.items()
+            if other != label
+            for s in spans_
+        ]
+        longer = [(e.start, e.end, f"lac:{e.tag}") for e in entities if e.tag in tags]
+        written = mentions(doc.text)
+        for detector in types:
+            for value in written[detector]:  # type: ignore[index]
+                start = doc.text.find(value)
+                while start >= 0:
+                    longer.append((start, start + len(value), detector))
+                    start = doc.text.find(value, start + 1)
+        fixed = []
+        for span in spans:
+            window = extraction.windows[span.window]
+            ends = [
+                (end, source)
+                for start, end, source in longer
+                if start == span.start
+                and span.end < end <= window.end
+                and not doc.text[span.end].isspace()
+                and not claimed(doc.text[start:end], label_kind(doc, label), others)
+                and (kind is None or matches(kind, doc.text[start:end]))
+            ]
+            if not ends:
+                fixed.append(span)
+                continue
+            end, source = max(ends)
+            text = doc.text[span.start : end]
+            fixed.append(
+                normalised(msgspec.structs.replace(span, text=text, end=end, margin=0.0, normalised=None), kind)
+            )
+            extraction.reasons.append(
+                ReviewReason(
+                    code=ReviewCode.VALUE_BOUNDARY,
+                    detail=f"the text continues {span.text!r} into {text!r} ({source}): extended to it",
+                    label=label,
+                    value=text,
+                )
+            )
+        extraction.fields[label] = fixed
+
+
 @dataclass
 class BackoffCost:
     """What a batch's backoff took: documents LAC read, labels and candidates scored, milliseconds."""
@@ -153,6 +214,7 @@ class Backoff:
         started = time.perf_counter()
         asks: list[tuple[Document, Extraction, str, list[Candidate], list[int]]] = []
         for (doc, extraction, labels), entities in zip(todo, found, strict=True):
+            extend_cut_values(doc, extraction, entities)
             extraction.reasons += unclaimed_entities(doc, extraction.fields, entities, extraction.reasons)
             flagged = {r.label for r in extraction.reasons if r.code == ReviewCode.UNCLAIMED_VALUE}
             empty = any(r.code == ReviewCode.EMPTY_RECORD for r in extraction.reasons)

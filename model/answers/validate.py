@@ -245,7 +245,7 @@ def _collect(
                 margin=min((step_margin(generation, s) for s in piece_steps(piece, token_ends)), default=1.0),
                 retries=retries.get(label, 0),
             )
-            spans.append(_normalised(span, doc.field_types.get(label)))
+            spans.append(normalised(span, doc.field_types.get(label)))
             kept.setdefault(label, []).append(piece)
         result.fields[label] = spans
     return kept
@@ -283,7 +283,7 @@ def _gate(result: Extraction, label: str | None, value: str, confidence: float, 
         )
 
 
-def _normalised(span: Span, kind: FieldType | None) -> Span:
+def normalised(span: Span, kind: FieldType | None) -> Span:
     """The span with its normal form when its label is typed and the value reads as that type."""
     outcome = normal_form(kind, span.text) if kind is not None else None
     if outcome is None or isinstance(outcome, Mismatch):
