@@ -127,11 +127,13 @@ def extend_cut_values(doc: Document, extraction: Extraction, entities: Sequence[
 
     Not where the continuation starts with a space or a line break (a label's line after it), where
     another label's value claims the longer one (a party's name before a company: 宋志远自愿加入青岛…),
-    or, for a typed label, where the longer one does not read as the type (2022年3月1日起)."""
+    or, for a typed label, where the longer one does not read as the type (2022年3月1日起). Not for
+    places: a place nests in a longer one (北京 in 北京市朝阳区) and either may be the value (a long
+    generated news item's 地点 北京 went wrong, extended)."""
     for label in doc.labels:
         tags, types = sources(doc, label)
         spans = extraction.fields.get(label)
-        if not spans or not (tags or types):
+        if not spans or not (tags or types) or label in PLACE_LABELS:
             continue
         kind = doc.field_types.get(label)
         others = [
