@@ -304,3 +304,12 @@ def test_no_extension_across_a_line_break_or_into_another_labels_value() -> None
     record = _cut_record(party, {"乙方": "宋志远", "甲方": "青岛海蓝生物科技有限公司"})
     extend_cut_values(party, record, [])
     assert record.fields["乙方"][0].text == "宋志远" and record.reasons == []
+
+
+def test_a_company_name_ending_in_its_legal_form_is_whole() -> None:
+    """A generated job ad: LAC's organisation ran on past the company into the title."""
+    doc = _doc("【招聘】鸿睿思博传媒有限公司诚聘测试工程师\n公司简介：", "job_ad")
+    at = doc.text.find("鸿睿")
+    extraction = _cut_record(doc, {"公司名称": "鸿睿思博传媒有限公司"})
+    extend_cut_values(doc, extraction, [Entity("ORG", at, at + 20, doc.text[at : at + 20])])
+    assert extraction.fields["公司名称"][0].text == "鸿睿思博传媒有限公司" and extraction.reasons == []

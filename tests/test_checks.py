@@ -114,6 +114,14 @@ def test_spaced_phone_and_chinese_date_and_amount_are_mentions(corpus) -> None:
     assert "二〇二二年十月八日" in mentions(docs["freeform-contract-03"].text)["date"]
 
 
+def test_salaries_are_mentions_with_and_without_their_word_of_pay() -> None:
+    assert mentions("月薪8000-12000元，联系电话0592-5551234")["salary"] == ("月薪8000-12000元", "8000-12000元")
+    assert mentions("地点北京海淀\n【薪资】30-50K·15薪\n")["salary"] == ("30-50K·15薪",)
+    assert mentions("月薪八千到一万二，包吃住")["salary"] == ("月薪八千到一万二", "八千到一万二")
+    assert mentions("💰月薪5500起\n")["salary"] == ("月薪5500起", "5500起")
+    assert mentions("区号0592-5551234，2023-2024年度")["salary"] == ()
+
+
 def test_a_substantial_document_answered_with_nothing_is_reviewed(corpus) -> None:
     docs, _ = corpus
     doc = docs["freeform-job_ad-01"]
@@ -123,11 +131,16 @@ def test_a_substantial_document_answered_with_nothing_is_reviewed(corpus) -> Non
 
     [empty] = [r for r in document_reasons(doc, spans(doc, {})) if r.code is ReviewCode.EMPTY_RECORD]
     assert "0 of 6" in empty.detail
-    one = {"联系电话": ["0592-5551234"], "公司名称": ["厦门鹭岛餐饮管理有限公司"], "学历要求": ["大专以上学历"]}
-    # The company (a typed mention) and the degree (a cue) unclaimed, and the record near-empty.
-    unclaimed = [ReviewCode.UNCLAIMED_VALUE] * 2
+    one = {
+        "联系电话": ["0592-5551234"],
+        "公司名称": ["厦门鹭岛餐饮管理有限公司"],
+        "学历要求": ["大专以上学历"],
+        "薪资范围": ["8000-12000元"],
+    }
+    # The company and the salary (typed mentions) and the degree (a cue) unclaimed, and the record near-empty.
+    unclaimed = [ReviewCode.UNCLAIMED_VALUE] * 3
     assert codes({"联系电话": one["联系电话"]}) == [*unclaimed, ReviewCode.EMPTY_RECORD]
-    assert codes(one) == []  # three of six labels answered: no longer near-empty
+    assert codes(one) == []  # four of six labels answered: no longer near-empty
 
 
 def test_a_short_document_with_nothing_to_find_is_not_an_empty_record(corpus) -> None:

@@ -62,6 +62,7 @@ SOURCES: dict[str, tuple[tuple[EntityTag, ...], tuple[str, ...]]] = {
     "phone": ((), ("phone",)),
     "email": ((), ("email",)),
     "amount": ((), ("amount",)),
+    "salary": ((), ("salary",)),
 }
 # (context token ids, answer token ids) -> the answer's summed log-probability, per pair.
 Scorer = Callable[[Sequence[tuple[list[int], list[int]]]], list[float]]
@@ -119,6 +120,11 @@ def offered(
     return list(unique.values())[:MAX_CANDIDATES]
 
 
+# A name ending in a company's legal form is whole: LAC's organisation may run on past it
+# (鸿睿思博传媒有限公司诚聘测试工程师 in a generated job ad, whose company went wrong, extended).
+_WHOLE_NAME_ENDS = ("公司", "Ltd", "Ltd.", "Limited", "Inc.", "LLC")
+
+
 def extend_cut_values(doc: Document, extraction: Extraction, entities: Sequence[Entity]) -> None:
     """Values the text continues into a longer value of the label's sources (LAC's entities of its
     type, its typed detector's mentions) from the same character: the model stopped early (华南理工大
@@ -162,7 +168,7 @@ def extend_cut_values(doc: Document, extraction: Extraction, entities: Sequence[
                 and not claimed(doc.text[start:end], label_kind(doc, label), others)
                 and (kind is None or matches(kind, doc.text[start:end]))
             ]
-            if not ends:
+            if not ends or span.text.endswith(_WHOLE_NAME_ENDS):
                 fixed.append(span)
                 continue
             end, source = max(ends)

@@ -1,5 +1,6 @@
-"""Values of closed-vocabulary labels as a text writes them: degrees, ages, sexes, and a diagnosis
-after the words that announce one.
+"""Values of untyped labels as a text writes them, found by their cues: degrees, ages, sexes, a
+diagnosis after the words that announce one, a job title after its key or a verb of hiring, and a
+contract's term after its key.
 
 These labels have no field type (a degree is `text`), so the typed detectors (model/values/mentions.py)
 and LAC's entities say nothing about them, and a confident `None` for 学历 beside 本科 or for
@@ -40,8 +41,23 @@ _DIAGNOSIS = re.compile(
     r"(?:(?:确诊为|诊断为|考虑为?)\s*|(?:临床|初步|出院|入院|门诊|主检)?(?:诊断(?:结果)?|印象|结论)(?:\s*[:：│|]\s*|\s+))"
     r"(?P<value>[^，,。；;:：\n│|\s][^，,。；;:：\n│|]{1,39})"
 )
+# A job title after its key (岗位：…, 【职位】…) or after a verb of hiring, up to a head count or the clause's end.
+_TITLE_STOP = r"[，,。；;、！!\n│|\t/】]"
+_TITLE = re.compile(
+    rf"(?:招聘岗位|招聘职位|开放职位|岗位|职位|职务|Position)\s*[:：】│|\t]\s*(?P<key>[^\s，,。；;、！!│|\t/][^，,。；;、！!\n│|\t/]{{1,29}}?)\s*(?={_TITLE_STOP}|$)"
+    rf"|(?:诚聘|急聘|急招|诚招|招聘|招募|急需)(?:一名|一位|若干名?)?\s?"
+    rf"(?P<verb>[\u4e00-\u9fffA-Za-z][\u4e00-\u9fffA-Za-z ]{{1,15}}?)"
+    rf"(?=\s?(?:[0-9０-９一二两三四五六七八九十几]+\s?[名位个]|若干|{_TITLE_STOP}|$))",
+    re.MULTILINE,
+)
+# A contract's term: a duration after the words that announce one (期限为三年, 聘期一年, 为期六个月).
+_TERM = re.compile(
+    r"(?:合同期限|劳动合同期限|雇佣期限|服务期限|期限|聘期|租期|服务期|有效期|为期|期为|共|Term)\s*(?:为|是|[:：│|])?\s*"
+    r"(?P<value>(?:[0-9０-９]+|[一二两三四五六七八九十百零壹贰叁肆伍陆柒捌玖拾]+)\s?"
+    r"(?:个月|个工作日|年|周|天|日|years?|months?|days?))"
+)
 # Labels (as the field sets name them) whose values these patterns find.
-CUED_LABELS = frozenset({"学历", "学历要求", "年龄", "性别", "诊断结果"})
+CUED_LABELS = frozenset({"学历", "学历要求", "年龄", "性别", "诊断结果", "职位名称", "合同期限"})
 
 
 class Cued(NamedTuple):
@@ -73,4 +89,11 @@ def cued_values(text: str, label: str) -> tuple[Cued, ...]:
         for m in _DIAGNOSIS.finditer(text):
             value = m.group("value").rstrip()
             found.append(Cued(value, m.start("value"), m.start("value") + len(value)))
+    elif label == "职位名称":
+        for m in _TITLE.finditer(text):
+            group = "key" if m.group("key") else "verb"
+            found.append(Cued(m.group(group), m.start(group), m.end(group)))
+    elif label == "合同期限":
+        for m in _TERM.finditer(text):
+            found.append(Cued(m.group("value"), m.start("value"), m.end("value")))
     return tuple(dict.fromkeys(found))

@@ -1,4 +1,5 @@
-"""Typed values written in a free text: phones, e-mails, dates, amounts and organisations, as the type checks read them.
+"""Typed values written in a free text, as the type checks read them: phones, e-mails, dates, amounts,
+organisations and salaries.
 
 Each pattern is generous (it finds what looks like a value of the type), and a mention counts only
 when the type's own reader (`model/values/field_types.py:matches`) accepts it: the same judgement
@@ -40,6 +41,29 @@ _ORG_CHARS = r"[^\W\d_于在从与和及的是为了年月日到去带住向由]
 _PATTERNS["organisation"] = re.compile(
     rf"{_ORG_CHARS}{{2,24}}?(?:有限责任公司|股份有限公司|有限公司|集团|医院|大学|学院|研究院|研究所|学校|中学|事务所|银行)"
 )
+# A salary: a range of figures (15-25K·13薪, 6千至9千元, 八千到一万二) or one figure after a word of pay
+# (月薪5500起); `matches` (model/values/salaries.py) decides. A figure starts with 1-9, so that an area
+# code and its number (0592-5551234) are no range. A mention after a word of pay is offered with and
+# without it (月薪8000-12000元 and 8000-12000元: writers' values differ).
+_DIGITS = r"[1-9１-９][0-9０-９,，]*(?:\.[0-9０-９]+)?\s?[kKwW千万]?"
+_FIGURE = f"(?:{_DIGITS}|[一二两三四五六七八九十][零一二三四五六七八九十两百千万]*)"
+_CURRENCY = r"(?:人民币|RMB\s?|[¥￥$])?"
+_PAY = "(?:月薪|年薪|底薪|日薪|时薪)"
+_TO = "(?:-|－|~|～|—|至|到)"
+_PATTERNS["salary"] = re.compile(
+    rf"(?:{_PAY}\s?)?(?<![0-9０-９]){_CURRENCY}{_FIGURE}\s?(?:元|RMB)?\s?{_TO}\s?{_CURRENCY}{_FIGURE}(?![0-9０-９])"
+    r"(?:\s?(?:元|RMB))?(?:\s?(?:/|per)\s?(?:月|年|天|日|小时|month|year|day|hour))?(?:[·*][0-9]{2}薪)?"
+    rf"|{_PAY}\s?{_FIGURE}(?![0-9０-９.,，kKwW千万零一二三四五六七八九十两百])(?!\s?元?\s?{_TO})\s?元?(?:/月|/年)?(?:以上|起)?"
+)
+_PAY_WORD = re.compile(rf"^{_PAY}\s?")
+
+
+def _spellings(kind: FieldType, value: str) -> tuple[str, ...]:
+    if kind == "salary" and (pay := _PAY_WORD.match(value)):
+        return value, value[pay.end() :]
+    return (value,)
+
+
 MENTIONED_TYPES: tuple[FieldType, ...] = tuple(_PATTERNS)
 
 
@@ -48,6 +72,6 @@ def mentions(text: str) -> dict[FieldType, tuple[str, ...]]:
     """Per type, the distinct values of that type the text writes, in order of first occurrence."""
     found: dict[FieldType, tuple[str, ...]] = {}
     for kind, pattern in _PATTERNS.items():
-        values = dict.fromkeys(m.group().strip() for m in pattern.finditer(text))
+        values = dict.fromkeys(v for m in pattern.finditer(text) for v in _spellings(kind, m.group().strip()))
         found[kind] = tuple(v for v in values if matches(kind, v))
     return found
