@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from model.answers.backoff import Backoff, ModelScorer, _groups, extend_cut_values, offered
+from model.answers.backoff import Backoff, ModelScorer, _groups, extend_cut_values, in_role, offered
 from model.answers.checks import claimed, document_reasons, taken_values, unclaimed_entities
 from model.answers.validate import Extraction
 from model.answers.vouch import vouched
@@ -78,24 +78,26 @@ def test_a_place_label_answered_none_beside_a_lac_location_is_unclaimed() -> Non
 def test_review_record_carries_the_candidates_for_a_none_beside_named_entities(tiny, engine_settings) -> None:
     model, tokenizer = tiny
     backoff = Backoff(finder(), ModelScorer(model, int(tokenizer.pad_token_id)), tokenizer, 1024)
-    doc = _doc("接诊医生李秀英为患者王建国看诊，就诊日期2024年5月6日，医院为北京协和医院。", "medical")
+    doc = _doc("接诊医生李秀英为患者王建国看诊，家属张伟陪同，就诊日期2024年5月6日，医院为北京协和医院。", "medical")
     # The model's record: the hospital and date answered, both persons answered None.
     extraction = Extraction(
         doc_id="d",
         windows=[TextWindow(start=0, end=len(doc.text))],
         fields={
-            "医院名称": [Span(text="北京协和医院", start=31, end=37, confidence=0.99, margin=0.9)],
-            "就诊日期": [Span(text="2024年5月6日", start=20, end=29, confidence=0.99, margin=0.9)],
+            "医院名称": [_span(doc.text, "北京协和医院")],
+            "就诊日期": [_span(doc.text, "2024年5月6日")],
         },
     )
     cost = backoff([doc], [extraction])
-    assert cost.lexicon_documents == 1 and cost.labels == 2 and cost.candidates == 4
-    for label in ("患者姓名", "主治医师"):
+    # The doctor (接诊医生李秀英) is offered as the doctor alone; the patient's label gets the others.
+    assert cost.lexicon_documents == 1 and cost.labels == 2 and cost.candidates == 3
+    for label, people in (("患者姓名", {"王建国", "张伟"}), ("主治医师", {"李秀英"})):
         candidates = extraction.candidates[label]
-        assert {c.text for c in candidates} == {"李秀英", "王建国"}
+        assert {c.text for c in candidates} == people
         assert all(c.source == "lac:PER" and doc.text[c.start : c.end] == c.text for c in candidates)
         assert sum(c.score for c in candidates) == pytest.approx(1.0)
-        assert [c.picked for c in candidates] == [True, False] and candidates[0].score >= candidates[1].score
+        assert [c.picked for c in candidates] == [True] + [False] * (len(people) - 1)
+        assert candidates[0].score == max(c.score for c in candidates)
         # The pick is the label's value in the review record, with its reason.
         assert extraction.fields[label][0].text == candidates[0].text
         assert any(r.code == ReviewCode.LEXICON_BACKOFF and r.label == label for r in extraction.reasons)
@@ -313,3 +315,21 @@ def test_a_company_name_ending_in_its_legal_form_is_whole() -> None:
     extraction = _cut_record(doc, {"公司名称": "鸿睿思博传媒有限公司"})
     extend_cut_values(doc, extraction, [Entity("ORG", at, at + 20, doc.text[at : at + 20])])
     assert extraction.fields["公司名称"][0].text == "鸿睿思博传媒有限公司" and extraction.reasons == []
+
+
+def _candidate(text: str, value: str) -> Candidate:
+    start = text.index(value)
+    return Candidate(text=value, start=start, end=start + len(value), score=0.0, source="lac:ORG")
+
+
+def test_candidates_out_of_the_labels_role_are_not_offered_where_others_fit() -> None:
+    text = "2015年毕业于兰州大学，现就职于甘肃电投能源有限公司。接诊医生：林慧敏，患者付子轩。"
+    orgs = [_candidate(text, "兰州大学"), _candidate(text, "甘肃电投能源有限公司")]
+    assert [c.text for c in in_role(text, "工作单位", orgs)] == ["甘肃电投能源有限公司"]
+    assert [c.text for c in in_role(text, "毕业院校", orgs)] == ["兰州大学"]
+    people = [_candidate(text, "林慧敏"), _candidate(text, "付子轩")]
+    assert [c.text for c in in_role(text, "患者姓名", people)] == ["付子轩"]
+    assert [c.text for c in in_role(text, "主治医师", people)] == ["林慧敏"]
+    # Where none fits, or all do, the role says nothing.
+    assert in_role(text, "工作单位", orgs[:1]) == orgs[:1]
+    assert in_role(text, "姓名", people) == people

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -117,7 +118,41 @@ def offered(
         text = candidate.text.strip()
         if text and text not in unique and not claimed(text, label_kind(doc, label), taken):
             unique[text] = candidate
-    return list(unique.values())[:MAX_CANDIDATES]
+    return in_role(doc.text, label, list(unique.values()))[:MAX_CANDIDATES]
+
+
+# Labels whose value plays a role some candidates visibly do not: a school is where a person studied,
+# not (as a rule) where they work; a person the text calls a doctor is no patient. Where the text
+# gives a candidate the role and another not, the backoff offers the one that fits (the shipped model
+# picked the university for 工作单位 and the doctor for 患者姓名, the first in the text, again and again).
+_SCHOOL = re.compile(r"(?:大学|学院|学校|中学|小学|研究生院|University|College|School)$", re.IGNORECASE)
+_DOCTOR = re.compile(r"(?:医生|医师|主任|大夫|接诊|主治|Dr\.?)\s*[:：]?\s*$", re.IGNORECASE)
+_DOCTOR_AFTER = re.compile(r"^\s*(?:医生|医师|主任|大夫)")
+
+
+def _school(text: str, c: Candidate) -> bool:
+    return bool(_SCHOOL.search(c.text))
+
+
+def _doctor(text: str, c: Candidate) -> bool:
+    return bool(_DOCTOR.search(text[max(0, c.start - 6) : c.start]) or _DOCTOR_AFTER.match(text[c.end : c.end + 3]))
+
+
+ROLES: dict[str, tuple[Callable[[str, Candidate], bool], bool]] = {
+    "毕业院校": (_school, True),
+    "工作单位": (_school, False),
+    "主治医师": (_doctor, True),
+    "患者姓名": (_doctor, False),
+}
+
+
+def in_role(text: str, label: str, candidates: list[Candidate]) -> list[Candidate]:
+    """The candidates that fit the label's role, where some do and some do not; else all of them."""
+    if label not in ROLES:
+        return candidates
+    test, wanted = ROLES[label]
+    fitting = [c for c in candidates if test(text, c) == wanted]
+    return fitting if fitting and len(fitting) < len(candidates) else candidates
 
 
 # A name ending in a company's legal form is whole: LAC's organisation may run on past it
