@@ -18,7 +18,7 @@ from model.build import build_engine
 from model.values.entities import Entity, EntityFinder, finder, read_user_dictionary
 from model.values.mentions import mentions
 from schemas.decode import decode_document
-from schemas.messages import Candidate, Processing, ReviewCode, ReviewRecord, Span, TextWindow
+from schemas.messages import Candidate, Processing, ReviewCode, ReviewReason, ReviewRecord, Span, TextWindow
 from streams.flow.routing import route_extraction
 from streams.settings import load_settings
 
@@ -333,3 +333,22 @@ def test_candidates_out_of_the_labels_role_are_not_offered_where_others_fit() ->
     # Where none fits, or all do, the role says nothing.
     assert in_role(text, "工作单位", orgs[:1]) == orgs[:1]
     assert in_role(text, "姓名", people) == people
+
+
+def test_a_label_answered_only_with_values_not_of_its_type_is_backed_off(tiny) -> None:
+    model, tokenizer = tiny
+    backoff = Backoff(finder(), ModelScorer(model, int(tokenizer.pad_token_id)), tokenizer, 1024)
+    doc = _doc("个人简历\n姓名：郑晓彤\n毕业院校：华南理工大学\n手机：13812345678", "resume")
+    mistyped = ReviewReason(code=ReviewCode.TYPE_MISMATCH, detail="not a person's name", label="姓名", value="简历")
+    extraction = Extraction(
+        doc_id="d",
+        windows=[TextWindow(start=0, end=len(doc.text))],
+        fields={"姓名": [_span(doc.text, "简历")], "手机号码": [_span(doc.text, "13812345678")]},
+        reasons=[mistyped],
+    )
+    backoff([doc], [extraction])
+    assert [c.text for c in extraction.candidates["姓名"]] == ["郑晓彤"]
+    assert [s.text for s in extraction.fields["姓名"]] == ["郑晓彤"]
+    [picked] = [r for r in extraction.reasons if r.code == ReviewCode.LEXICON_BACKOFF and r.label == "姓名"]
+    assert "['简历'] (not of its type)" in picked.detail
+    assert mistyped in extraction.reasons  # the model's own value stays named for the reviewer

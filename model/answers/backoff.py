@@ -82,15 +82,25 @@ def sources(doc: Document, label: str) -> tuple[tuple[EntityTag, ...], tuple[str
 
 
 def open_labels(doc: Document, extraction: Extraction) -> list[str]:
-    """The labels answered `None` that the backoff could fill."""
+    """The labels the backoff could fill: answered `None`, or only with values not of their type."""
     if doc.task != "extract":
         return []
     return [
         label
         for label in doc.labels
-        if not extraction.fields.get(label)
+        if (not extraction.fields.get(label) or label in mistyped(extraction))
         and (any(sources(doc, label)) or (label in CUED_LABELS and bool(cued_values(doc.text, label))))
     ]
+
+
+def mistyped(extraction: Extraction) -> set[str]:
+    """Labels whose every value failed its type (姓名 郑, 医院名称 天佑 男): the model named no value of
+    the type, as good as `None` to the backoff (the values stay in the reasons that name them)."""
+    wrong: dict[str, set[str]] = {}
+    for r in extraction.reasons:
+        if r.code == ReviewCode.TYPE_MISMATCH and r.label is not None:
+            wrong.setdefault(r.label, set()).add(r.value or "")
+    return {label for label, values in wrong.items() if {s.text for s in extraction.fields.get(label, [])} <= values}
 
 
 def offered(
@@ -260,14 +270,16 @@ class Backoff:
             extend_cut_values(doc, extraction, entities)
             extraction.reasons += unclaimed_entities(doc, extraction.fields, entities, extraction.reasons)
             flagged = {r.label for r in extraction.reasons if r.code == ReviewCode.UNCLAIMED_VALUE}
+            flagged |= mistyped(extraction)
             empty = any(r.code == ReviewCode.EMPTY_RECORD for r in extraction.reasons)
             if not extraction.needs_review:
                 continue
-            taken = taken_values(doc, extraction.fields)
             for label in labels:
                 if label not in flagged and not empty:
                     continue
-                candidates = offered(doc, label, entities, taken)
+                # A mistyped label's own values claim nothing (郑 is no part of a name it could take).
+                others = {other: spans for other, spans in extraction.fields.items() if other != label}
+                candidates = offered(doc, label, entities, taken_values(doc, others))
                 prompt = self._prompt(doc, label)
                 # What the prompt holds, and a window of the record read (spans say which).
                 candidates = [c for c in candidates if c.end <= prompt[1] and _read(extraction, c)]
@@ -308,6 +320,8 @@ def _pick(
 ) -> None:
     """The model's choice among `candidates`: each one's share of their summed probability; to review
     unless vouched for (model/answers/vouch.py) and offered to no other label (`alone`)."""
+    before = [s.text for s in extraction.fields.get(label, [])]
+    answered = f"answered {before} (not of its type)" if before else "answered None"
     top = max(logprobs)
     weights = [math.exp(lp - top) for lp in logprobs]
     total = sum(weights)
@@ -331,7 +345,7 @@ def _pick(
     extraction.reasons.append(
         ReviewReason(
             code=ReviewCode.LEXICON_BACKOFF,
-            detail=f"answered None; made to choose among {len(scored)} candidates ({pick.source}), "
+            detail=f"{answered}; made to choose among {len(scored)} candidates ({pick.source}), "
             f"the model picked {pick.text!r} with a share of {pick.score:.2f}",
             label=label,
             value=pick.text,
