@@ -1,6 +1,6 @@
 """Values of untyped labels as a text writes them, found by their cues: degrees, ages, sexes, a
-diagnosis after the words that announce one, a job title after its key or a verb of hiring, and a
-contract's term after its key.
+diagnosis after the words that announce one, a job title after its key or a verb of hiring, a
+contract's term after its key, and a news event led by its verb.
 
 These labels have no field type (a degree is `text`), so the typed detectors (model/values/mentions.py)
 and LAC's entities say nothing about them, and a confident `None` for 学历 beside 本科 or for
@@ -56,8 +56,12 @@ _TERM = re.compile(
     r"(?P<value>(?:[0-9０-９]+|[一二两三四五六七八九十百零壹贰叁肆伍陆柒捌玖拾]+)\s?"
     r"(?:个月|个工作日|年|周|天|日|years?|months?|days?))"
 )
+# A news event: a clause led by a verb of what organisations do in the news (签署…, 举办…, 宣布…),
+# up to the clause's end.
+_EVENT_VERBS = "(?:签署|签订|举办|举行|召开|发布|宣布|开通|完成|启动|迎来|收到|推出|上线|开业|达成|成立|开工|投产)"
+_EVENT = re.compile(rf"(?:宣布|正式)?(?P<value>{_EVENT_VERBS}[^，,。；;！!？?\n：:]{{2,30}})")
 # Labels (as the field sets name them) whose values these patterns find.
-CUED_LABELS = frozenset({"学历", "学历要求", "年龄", "性别", "诊断结果", "职位名称", "合同期限"})
+CUED_LABELS = frozenset({"学历", "学历要求", "年龄", "性别", "诊断结果", "职位名称", "合同期限", "事件"})
 
 
 class Cued(NamedTuple):
@@ -96,4 +100,8 @@ def cued_values(text: str, label: str) -> tuple[Cued, ...]:
     elif label == "合同期限":
         for m in _TERM.finditer(text):
             found.append(Cued(m.group("value"), m.start("value"), m.end("value")))
+    elif label == "事件":
+        for m in _EVENT.finditer(text):
+            # 宣布发布新一代…: the announcement and what it announces, each a writer's value.
+            found += [Cued(m.group(), m.start(), m.end()), Cued(m.group("value"), m.start("value"), m.end("value"))]
     return tuple(dict.fromkeys(found))
