@@ -10,7 +10,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from model.answers.backoff import Backoff, ModelScorer, _groups, extend_cut_values, in_role, offered
+from model.answers.backoff import Backoff, ModelScorer, _groups
+from model.answers.candidates import extend_cut_values, in_role, offered
 from model.answers.checks import claimed, document_reasons, taken_values, unclaimed_entities
 from model.answers.validate import Extraction
 from model.answers.vouch import vouched

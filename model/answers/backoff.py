@@ -5,13 +5,15 @@ After a batch is decoded and merged (model/windows/engine.py calls `Backoff` onc
 decode loop), documents with a typed or name-like label left empty are read by Baidu's LAC
 (model/values/entities.py), batched:
 
-1. the cross-check: a person, organisation or place LAC tags that no label took, beside a label of
+1. values the model cut short of the entity the text continues them into are extended to it
+   (`extend_cut_values`, model/answers/candidates.py), beside a `value_boundary` reason;
+2. the cross-check: a person, organisation or place LAC tags that no label took, beside a label of
    that type answered `None`, is an `unclaimed_value` (model/answers/checks.py), as the typed
    detectors' phones, dates and amounts already are;
-2. for each such label of a document going to review (that check, or the older ones, or a near-empty
-   record), its candidates (LAC's entities of the label's type, `TIME` for dates, plus the typed
-   detectors' values, model/values/mentions.py; for a closed-vocabulary label, the values its cues
-   find, model/values/cues.py) are scored by the model: the teacher-forced
+3. for each such label of a document going to review (that check, or the older ones, or a near-empty
+   record; or a label answered only with mistyped values), its candidates (model/answers/candidates.py:
+   LAC's entities of the label's type, `TIME` for dates, the typed detectors' values, a closed-vocabulary
+   label's cued values, in the label's role) are scored by the model: the teacher-forced
    log-probability of the answer `label: candidate` after a one-label prompt, per answer token, every
    candidate of the batch in a few batched forwards. `None` is not among them, so the model must choose.
 
@@ -27,7 +29,6 @@ from __future__ import annotations
 
 import copy
 import math
-import re
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -37,199 +38,20 @@ import msgspec
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from model.answers.checks import PARTY_LABELS, PLACE_LABELS, claimed, label_kind, taken_values, unclaimed_entities
+from model.answers.candidates import extend_cut_values, mistyped, offered, open_labels
+from model.answers.checks import taken_values, unclaimed_entities
 from model.answers.parse import format_extraction
 from model.answers.prompt import encode_prompts
-from model.answers.validate import Extraction, normalised
+from model.answers.validate import Extraction
 from model.answers.vouch import vouched
 from model.clock import ms_since
-from model.values.cues import CUED_LABELS, cued_values
-from model.values.entities import Entity, EntityFinder, EntityTag
-from model.values.field_types import matches
-from model.values.lexicon import organisation_suffixes
-from model.values.mentions import mentions
+from model.values.entities import EntityFinder
 from schemas.messages import Candidate, Document, ReviewCode, ReviewReason, Span
 
-# A label's candidates, at most this many, in order of appearance: a long document's tail adds cost
-# and rarely the value.
-MAX_CANDIDATES = 8
 # Rows per scoring forward.
 SCORE_ROWS = 16
-# Per field type: LAC's entity tags and the typed detectors whose values are its candidates.
-SOURCES: dict[str, tuple[tuple[EntityTag, ...], tuple[str, ...]]] = {
-    "person": (("PER",), ()),
-    "organisation": (("ORG",), ("organisation",)),
-    "date": (("TIME",), ("date",)),
-    "phone": ((), ("phone",)),
-    "email": ((), ("email",)),
-    "amount": ((), ("amount",)),
-    "salary": ((), ("salary",)),
-}
 # (context token ids, answer token ids) -> the answer's summed log-probability, per pair.
 Scorer = Callable[[Sequence[tuple[list[int], list[int]]]], list[float]]
-
-
-def sources(doc: Document, label: str) -> tuple[tuple[EntityTag, ...], tuple[str, ...]]:
-    """The entity tags and detector types a label's candidates come from (none: no backoff)."""
-    kind = doc.field_types.get(label)
-    if kind in SOURCES:
-        return SOURCES[kind]
-    if label in PARTY_LABELS:
-        return ("PER", "ORG"), ("organisation",)
-    if label in PLACE_LABELS:
-        return ("LOC",), ()
-    return (), ()
-
-
-def open_labels(doc: Document, extraction: Extraction) -> list[str]:
-    """The labels the backoff could fill: answered `None`, or only with values not of their type."""
-    if doc.task != "extract":
-        return []
-    return [
-        label
-        for label in doc.labels
-        if (not extraction.fields.get(label) or label in mistyped(extraction))
-        and (any(sources(doc, label)) or (label in CUED_LABELS and bool(cued_values(doc.text, label))))
-    ]
-
-
-def mistyped(extraction: Extraction) -> set[str]:
-    """Labels whose every value failed its type (姓名 郑, 医院名称 天佑 男): the model named no value of
-    the type, as good as `None` to the backoff (the values stay in the reasons that name them)."""
-    wrong: dict[str, set[str]] = {}
-    for r in extraction.reasons:
-        if r.code == ReviewCode.TYPE_MISMATCH and r.label is not None:
-            wrong.setdefault(r.label, set()).add(r.value or "")
-    return {label for label, values in wrong.items() if {s.text for s in extraction.fields.get(label, [])} <= values}
-
-
-def offered(
-    doc: Document, label: str, entities: Sequence[Entity], taken: Sequence[tuple[str, str | None]]
-) -> list[Candidate]:
-    """A label's candidates: its sources' values that no label took, each once, in order of appearance."""
-    tags, types = sources(doc, label)
-    found = [Candidate(text=e.text, start=e.start, end=e.end, score=0.0, source=f"lac:{e.tag}") for e in entities]
-    # A bare suffix (公司) LAC tags as an organisation names none.
-    found = [
-        c
-        for c, e in zip(found, entities, strict=True)
-        if e.tag in tags and not (e.tag == "ORG" and e.text in organisation_suffixes())
-    ]
-    written = mentions(doc.text)
-    for kind in types:
-        for value in written[kind]:  # type: ignore[index]
-            start = doc.text.find(value)
-            found.append(Candidate(text=value, start=start, end=start + len(value), score=0.0, source=kind))
-    found += [
-        Candidate(text=c.text, start=c.start, end=c.end, score=0.0, source="cue") for c in cued_values(doc.text, label)
-    ]
-    unique: dict[str, Candidate] = {}
-    for candidate in sorted(found, key=lambda c: (c.start, -c.end)):
-        text = candidate.text.strip()
-        if text and text not in unique and not claimed(text, label_kind(doc, label), taken):
-            unique[text] = candidate
-    return in_role(doc.text, label, list(unique.values()))[:MAX_CANDIDATES]
-
-
-# Labels whose value plays a role some candidates visibly do not: a school is where a person studied,
-# not (as a rule) where they work; a person the text calls a doctor is no patient. Where the text
-# gives a candidate the role and another not, the backoff offers the one that fits (the shipped model
-# picked the university for 工作单位 and the doctor for 患者姓名, the first in the text, again and again).
-_SCHOOL = re.compile(r"(?:大学|学院|学校|中学|小学|研究生院|University|College|School)$", re.IGNORECASE)
-_DOCTOR = re.compile(r"(?:医生|医师|主任|大夫|接诊|主治|Dr\.?)\s*[:：]?\s*$", re.IGNORECASE)
-_DOCTOR_AFTER = re.compile(r"^\s*(?:医生|医师|主任|大夫)")
-
-
-def _school(text: str, c: Candidate) -> bool:
-    return bool(_SCHOOL.search(c.text))
-
-
-def _doctor(text: str, c: Candidate) -> bool:
-    return bool(_DOCTOR.search(text[max(0, c.start - 6) : c.start]) or _DOCTOR_AFTER.match(text[c.end : c.end + 3]))
-
-
-ROLES: dict[str, tuple[Callable[[str, Candidate], bool], bool]] = {
-    "毕业院校": (_school, True),
-    "工作单位": (_school, False),
-    "主治医师": (_doctor, True),
-    "患者姓名": (_doctor, False),
-}
-
-
-def in_role(text: str, label: str, candidates: list[Candidate]) -> list[Candidate]:
-    """The candidates that fit the label's role, where some do and some do not; else all of them."""
-    if label not in ROLES:
-        return candidates
-    test, wanted = ROLES[label]
-    fitting = [c for c in candidates if test(text, c) == wanted]
-    return fitting if fitting and len(fitting) < len(candidates) else candidates
-
-
-# A name ending in a company's legal form is whole: LAC's organisation may run on past it
-# (鸿睿思博传媒有限公司诚聘测试工程师 in a generated job ad, whose company went wrong, extended).
-_WHOLE_NAME_ENDS = ("公司", "Ltd", "Ltd.", "Limited", "Inc.", "LLC")
-
-
-def extend_cut_values(doc: Document, extraction: Extraction, entities: Sequence[Entity]) -> None:
-    """Values the text continues into a longer value of the label's sources (LAC's entities of its
-    type, its typed detector's mentions) from the same character: the model stopped early (华南理工大
-    for 华南理工大学, 韦秀 for 韦秀兰, 郑州大学 for 郑州大学第一附属医院). Each becomes the longest
-    such value, beside a `value_boundary` reason naming what it was; the record goes to review.
-
-    Not where the continuation starts with a space or a line break (a label's line after it), where
-    another label's value claims the longer one (a party's name before a company: 宋志远自愿加入青岛…),
-    or, for a typed label, where the longer one does not read as the type (2022年3月1日起). Not for
-    places: a place nests in a longer one (北京 in 北京市朝阳区) and either may be the value (a long
-    generated news item's 地点 北京 went wrong, extended)."""
-    for label in doc.labels:
-        tags, types = sources(doc, label)
-        spans = extraction.fields.get(label)
-        if not spans or not (tags or types) or label in PLACE_LABELS:
-            continue
-        kind = doc.field_types.get(label)
-        others = [
-            (s.text, label_kind(doc, other))
-            for other, spans_ in extraction.fields.items()
-            if other != label
-            for s in spans_
-        ]
-        longer = [(e.start, e.end, f"lac:{e.tag}") for e in entities if e.tag in tags]
-        written = mentions(doc.text)
-        for detector in types:
-            for value in written[detector]:  # type: ignore[index]
-                start = doc.text.find(value)
-                while start >= 0:
-                    longer.append((start, start + len(value), detector))
-                    start = doc.text.find(value, start + 1)
-        fixed = []
-        for span in spans:
-            window = extraction.windows[span.window]
-            ends = [
-                (end, source)
-                for start, end, source in longer
-                if start == span.start
-                and span.end < end <= window.end
-                and not doc.text[span.end].isspace()
-                and not claimed(doc.text[start:end], label_kind(doc, label), others)
-                and (kind is None or matches(kind, doc.text[start:end]))
-            ]
-            if not ends or span.text.endswith(_WHOLE_NAME_ENDS):
-                fixed.append(span)
-                continue
-            end, source = max(ends)
-            text = doc.text[span.start : end]
-            fixed.append(
-                normalised(msgspec.structs.replace(span, text=text, end=end, margin=0.0, normalised=None), kind)
-            )
-            extraction.reasons.append(
-                ReviewReason(
-                    code=ReviewCode.VALUE_BOUNDARY,
-                    detail=f"the text continues {span.text!r} into {text!r} ({source}): extended to it",
-                    label=label,
-                    value=text,
-                )
-            )
-        extraction.fields[label] = fixed
 
 
 @dataclass
