@@ -11,7 +11,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from model.answers.backoff import Backoff, ModelScorer, _groups
-from model.answers.candidates import extend_cut_values, in_role, offered
+from model.answers.candidates import extend_cut_values, in_role, offered, whole_name
 from model.answers.checks import claimed, document_reasons, taken_values, unclaimed_entities
 from model.answers.validate import Extraction
 from model.answers.vouch import vouched
@@ -353,3 +353,18 @@ def test_a_label_answered_only_with_values_not_of_its_type_is_backed_off(tiny) -
     [picked] = [r for r in extraction.reasons if r.code == ReviewCode.LEXICON_BACKOFF and r.label == "姓名"]
     assert "['简历'] (not of its type)" in picked.detail
     assert mistyped in extraction.reasons  # the model's own value stays named for the reviewer
+
+
+def test_a_pick_inside_a_mixed_script_name_takes_the_whole_name() -> None:
+    text = "个人简历\nName：Tony 林\n创始人Leo 蒋表示资金"
+    offered_ = [_candidate(text, "Tony"), _candidate(text, "Leo")]
+    people = [
+        msgspec.structs.replace(_candidate(text, value), source="person")
+        for value in ("Tony 林", "Leo 蒋表示", "Leo 蒋表", "Leo 蒋")
+    ]
+    candidates = [*offered_, *people]
+    assert candidates[whole_name(candidates, 0)].text == "Tony 林"
+    assert candidates[whole_name(candidates, 1)].text == "Leo 蒋"  # the shortest around it
+    assert whole_name(candidates, 2) == 2  # a name itself stays
+    lac_only = [_candidate(text, "Tony"), _candidate(text, "Tony 林")]  # LAC's, not the detector's
+    assert whole_name(lac_only, 0) == 0

@@ -8,6 +8,7 @@ import msgspec
 import pytest
 
 from model.answers.checks import boundary_problem, document_reasons, name_like, typed_mentions
+from model.values.lexicon import person_ok
 from model.values.mentions import mentions
 from ops.eval.accuracy import read_corpus
 from schemas.messages import Document, ReviewCode, Span
@@ -112,6 +113,14 @@ def test_spaced_phone_and_chinese_date_and_amount_are_mentions(corpus) -> None:
     assert mentions(docs["freeform-resume-02"].text)["phone"] == ("138 0451 2345",)
     assert mentions(docs["freeform-contract-01"].text)["amount"] == ("人民币二十四万元",)
     assert "二〇二二年十月八日" in mentions(docs["freeform-contract-03"].text)["date"]
+
+
+def test_mixed_script_names_are_persons_and_mentions() -> None:
+    assert all(person_ok(v) for v in ("Kevin 刘", "Emily Chen 陈怡", "欧阳 Vincent", "张伟", "John Smith"))
+    assert not any(person_ok(v) for v in ("Android开发", "SLAM算法", "Java后端", "Tony"))
+    assert mentions("方（乙方）：Kevin 刘，身份证号码")["person"] == ("Kevin 刘",)
+    assert mentions("乙方是Jessica 黄本人吧")["person"] == ("Jessica 黄本人", "Jessica 黄本", "Jessica 黄")
+    assert mentions("开放职位：Android开发工程师、iOS开发工程师")["person"] == ()
 
 
 def test_salaries_are_mentions_with_and_without_their_word_of_pay() -> None:

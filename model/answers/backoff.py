@@ -38,7 +38,7 @@ import msgspec
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from model.answers.candidates import extend_cut_values, mistyped, offered, open_labels
+from model.answers.candidates import extend_cut_values, mistyped, offered, open_labels, whole_name
 from model.answers.checks import taken_values, unclaimed_entities
 from model.answers.parse import format_extraction
 from model.answers.prompt import encode_prompts
@@ -149,10 +149,10 @@ def _pick(
     total = sum(weights)
     # Best first; a tie goes to the earlier in the text (the order `offered` gave).
     ranked = sorted(range(len(candidates)), key=lambda i: (-weights[i], i))
-    best = ranked[0]
+    best = whole_name(candidates, ranked[0])
     scored = [msgspec.structs.replace(candidates[i], score=weights[i] / total, picked=i == best) for i in ranked]
     extraction.candidates[label] = scored
-    pick = scored[0]
+    pick = next(c for c in scored if c.picked)
     # The window that read it (a long document's record says per span which one did).
     window = next(i for i, w in enumerate(extraction.windows) if w.start <= pick.start and pick.end <= w.end)
     extraction.fields[label] = [

@@ -274,8 +274,10 @@ def typed_mentions(text: str) -> dict[str, tuple[str, ...]]:
     found: dict[str, tuple[str, ...]] = dict(mentions(text))
     words = words_of(text)
     found["organisation"] = tuple(dict.fromkeys((*found["organisation"], *words.organisations)))
-    # A "name" inside an organisation's (云栖 in 杭州云栖数智科技有限公司) is the organisation's word.
-    found["person"] = tuple(p for p in words.persons if not any(p in o for o in found["organisation"]))
+    # A "name" inside an organisation's (云栖 in 杭州云栖数智科技有限公司) is the organisation's word;
+    # jieba's names, then the mixed-script ones it splits (Kevin 刘).
+    persons = (*words.persons, *found["person"])
+    found["person"] = tuple(dict.fromkeys(p for p in persons if not any(p in o for o in found["organisation"])))
     # A contract's party is a person or a company.
     found["party"] = (*found["person"], *found["organisation"])
     return found

@@ -8,6 +8,10 @@ from importlib import resources
 
 _CJK_NAME = re.compile(r"[\u4e00-\u9fff·]{2,5}")
 _LATIN_NAME = re.compile(r"[A-Z][A-Za-z'.-]*( [A-Z][A-Za-z'.-]*){1,3}")
+# A name as bilingual staff write theirs: an English given name before a Chinese surname and given
+# name (Kevin 刘, Emily Chen 陈怡), or a Chinese surname before an English given name (欧阳 Vincent).
+_ENGLISH_FIRST = re.compile(r"[A-Z][a-z]+(?: ?[A-Z][a-z]+)? ?(?P<cjk>[\u4e00-\u9fff]{1,3})")
+_CHINESE_FIRST = re.compile(r"(?P<cjk>[\u4e00-\u9fff]{1,2}) ?[A-Z][a-z]+")
 
 
 @functools.cache
@@ -22,12 +26,18 @@ def surnames() -> frozenset[str]:
 
 
 def person_ok(value: str) -> bool:
-    """A 2-5 character CJK name starting with a known surname (compound first), or a capitalised Latin name."""
+    """A 2-5 character CJK name starting with a known surname (compound first), a capitalised Latin
+    name, or a mixed-script one whose Chinese part starts with a known surname (Kevin 刘, 欧阳 Vincent)."""
     if _LATIN_NAME.fullmatch(value):
         return True
-    return _CJK_NAME.fullmatch(value) is not None and (
-        value[:2] in _words("surnames.txt") or value[0] in _words("surnames.txt")
-    )
+    mixed = _ENGLISH_FIRST.fullmatch(value) or _CHINESE_FIRST.fullmatch(value)
+    if mixed:
+        return _surnamed(mixed["cjk"])
+    return _CJK_NAME.fullmatch(value) is not None and _surnamed(value)
+
+
+def _surnamed(cjk: str) -> bool:
+    return cjk[:2] in _words("surnames.txt") or cjk[0] in _words("surnames.txt")
 
 
 def organisation_suffixes() -> frozenset[str]:

@@ -1,5 +1,5 @@
 """Typed values written in a free text, as the type checks read them: phones, e-mails, dates, amounts,
-organisations and salaries.
+organisations, salaries and mixed-script names.
 
 Each pattern is generous (it finds what looks like a value of the type), and a mention counts only
 when the type's own reader (`model/values/field_types.py:matches`) accepts it: the same judgement
@@ -61,9 +61,19 @@ _PAY_WORD = re.compile(rf"^{_PAY}\s?")
 def _spellings(kind: FieldType, value: str) -> tuple[str, ...]:
     if kind == "salary" and (pay := _PAY_WORD.match(value)):
         return value, value[pay.end() :]
+    if kind == "person" and (mixed := _LATIN_THEN_CJK.match(value)):
+        return tuple(mixed["latin"] + mixed["cjk"][:n] for n in range(len(mixed["cjk"]), 0, -1))
     return (value,)
 
 
+# A mixed-script name (Kevin 刘, Emily Chen 陈怡, 欧阳 Vincent): LAC and jieba split them. The Chinese
+# part after an English given name is a surname and at most two more characters: each length is
+# offered (Jessica 黄本人吧 holds Jessica 黄), and the lexicon's surname check decides.
+_PATTERNS["person"] = re.compile(
+    r"(?<![A-Za-z])[A-Z][a-z]+(?: ?[A-Z][a-z]+)? ?[\u4e00-\u9fff]{1,3}"
+    r"|(?<![\u4e00-\u9fff])[\u4e00-\u9fff]{1,2} ?[A-Z][a-z]+(?![A-Za-z])"
+)
+_LATIN_THEN_CJK = re.compile(r"^(?P<latin>.*[a-z] ?)(?P<cjk>[\u4e00-\u9fff]{1,3})$")
 MENTIONED_TYPES: tuple[FieldType, ...] = tuple(_PATTERNS)
 
 
