@@ -39,7 +39,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from model.answers.candidates import extend_cut_values, mistyped, offered, open_labels, whole_name
-from model.answers.checks import taken_values, unclaimed_entities
+from model.answers.checks import taken_by_others, unclaimed_entities
 from model.answers.parse import format_extraction
 from model.answers.prompt import encode_prompts
 from model.answers.validate import Extraction
@@ -100,8 +100,7 @@ class Backoff:
                 if label not in flagged and not empty:
                     continue
                 # A mistyped label's own values claim nothing (郑 is no part of a name it could take).
-                others = {other: spans for other, spans in extraction.fields.items() if other != label}
-                candidates = offered(doc, label, entities, taken_values(doc, others))
+                candidates = offered(doc, label, entities, taken_by_others(doc, extraction.fields, label))
                 prompt = self._prompt(doc, label)
                 # What the prompt holds, and a window of the record read (spans say which).
                 candidates = [c for c in candidates if c.end <= prompt[1] and _read(extraction, c)]

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from model.answers.checks import PARTY_LABELS, PLACE_LABELS, claimed, label_kind
+from model.answers.checks import PARTY_LABELS, PLACE_LABELS, claimed, label_kind, taken_by_others
 from model.answers.validate import Extraction, normalised
 from model.values.cues import CUED_LABELS, cued_values
 from model.values.entities import Entity, EntityTag
@@ -55,10 +55,11 @@ def open_labels(doc: Document, extraction: Extraction) -> list[str]:
     """The labels the backoff could fill: answered `None`, or only with values not of their type."""
     if doc.task != "extract":
         return []
+    wrong = mistyped(extraction)
     return [
         label
         for label in doc.labels
-        if (not extraction.fields.get(label) or label in mistyped(extraction))
+        if (not extraction.fields.get(label) or label in wrong)
         and (any(sources(doc, label)) or (label in CUED_LABELS and bool(cued_values(doc.text, label))))
     ]
 
@@ -157,12 +158,7 @@ def extend_cut_values(doc: Document, extraction: Extraction, entities: Sequence[
         if not spans or not (tags or types) or label in PLACE_LABELS:
             continue
         kind = doc.field_types.get(label)
-        others = [
-            (s.text, label_kind(doc, other))
-            for other, spans_ in extraction.fields.items()
-            if other != label
-            for s in spans_
-        ]
+        others = taken_by_others(doc, extraction.fields, label)
         longer = [(e.start, e.end, f"lac:{e.tag}") for e in entities if e.tag in tags]
         written = mentions(doc.text)
         for detector in types:

@@ -250,6 +250,11 @@ def taken_values(doc: Document, fields: Mapping[str, Sequence[Span]]) -> list[tu
     return [(span.text, label_kind(doc, label)) for label, spans in fields.items() for span in spans]
 
 
+def taken_by_others(doc: Document, fields: Mapping[str, Sequence[Span]], label: str) -> list[tuple[str, str | None]]:
+    """`taken_values` of every label but `label`: what its own values were cannot claim what it may become."""
+    return taken_values(doc, {other: spans for other, spans in fields.items() if other != label})
+
+
 def claimed(mention: str, kind: str | None, taken: Sequence[tuple[str, str | None]]) -> bool:
     """Whether a label took the mention: a value holds it, or is part of it and of its kind (a date
     inside a longer date). A value of another kind inside it claims nothing: the place 厦门 that
