@@ -16,6 +16,7 @@ from model.answers.checks import claimed, document_reasons, taken_values, unclai
 from model.answers.validate import Extraction
 from model.answers.vouch import vouched
 from model.build import build_engine
+from model.values.addresses import address_end
 from model.values.entities import Entity, EntityFinder, finder, read_user_dictionary
 from model.values.mentions import mentions
 from schemas.decode import decode_document
@@ -368,3 +369,44 @@ def test_a_pick_inside_a_mixed_script_name_takes_the_whole_name() -> None:
     assert whole_name(candidates, 2) == 2  # a name itself stays
     lac_only = [_candidate(text, "Tony"), _candidate(text, "Tony 林")]  # LAC's, not the detector's
     assert whole_name(lac_only, 0) == 0
+
+
+def test_a_place_runs_on_into_its_street_address_and_no_further() -> None:
+    text = "本协议于二〇二五年一月二十日在苏州工业园区星湖街328号创意产业园2号楼1506室签署。"
+    at = text.find("苏州")
+    assert text[at : address_end(text, at)] == "苏州工业园区星湖街328号创意产业园2号楼1506室"
+    # No house, building, floor or room number: a place, not an address.
+    assert address_end("签订于北京市朝阳区，日期", 3) is None
+    doc = _doc(text, "contract")
+    extraction = _cut_record(doc, {"签约地点": "苏州"})
+    extend_cut_values(doc, extraction, [])
+    assert [s.text for s in extraction.fields["签约地点"]] == ["苏州工业园区星湖街328号创意产业园2号楼1506室"]
+    assert [r.code for r in extraction.reasons] == [ReviewCode.VALUE_BOUNDARY]
+
+
+def test_a_pick_of_a_part_of_a_date_or_an_address_takes_the_whole() -> None:
+    text = "2023年\n5月18日，在广州市天河区华夏路10号富力中心32楼举办"
+    date = msgspec.structs.replace(_candidate(text, "2023年\n5月18日"), source="date")
+    assert whole_name([_candidate(text, "2023年"), date], 0) == 1
+    address = msgspec.structs.replace(_candidate(text, "广州市天河区华夏路10号富力中心32楼"), source="address")
+    assert whole_name([_candidate(text, "天河区"), address], 0) == 1
+
+
+def test_a_party_answered_against_its_key_line_is_asked_again_offered_that_name(tiny) -> None:
+    """mixed-contract-01: the shipped model swapped the parties the key lines name."""
+    model, tokenizer = tiny
+    backoff = Backoff(finder(), ModelScorer(model, int(tokenizer.pad_token_id)), tokenizer, 1024)
+    text = "软件开发服务协议\n委托方（甲方）：苏州青羽智能科技有限公司\n受托方（乙方）：Kevin 刘，身份证号码见附件"
+    doc = _doc(text, "contract")
+    extraction = _cut_record(doc, {"甲方": "Kevin 刘", "乙方": "苏州青羽智能科技有限公司"})
+    backoff([doc], [extraction])
+    assert [s.text for s in extraction.fields["甲方"]] == ["苏州青羽智能科技有限公司"]
+    assert [s.text for s in extraction.fields["乙方"]] == ["Kevin 刘"]
+    assert [c.text for c in extraction.candidates["甲方"]] == ["苏州青羽智能科技有限公司"]
+    said = [r for r in extraction.reasons if r.code == ReviewCode.UNCLAIMED_VALUE and r.label == "甲方"]
+    assert len(said) == 1 and "['Kevin 刘']" in said[0].detail  # what the model said stays for the reviewer
+    assert extraction.needs_review
+    # Answered as the key line names it, nothing is asked again.
+    right = _cut_record(doc, {"甲方": "苏州青羽智能科技有限公司", "乙方": "Kevin 刘"})
+    backoff([doc], [right])
+    assert right.candidates == {} and right.reasons == []

@@ -10,6 +10,7 @@ import pytest
 from model.answers.checks import boundary_problem, document_reasons, name_like, typed_mentions
 from model.values.lexicon import person_ok
 from model.values.mentions import mentions
+from model.values.normalize import normal_form
 from ops.eval.accuracy import read_corpus
 from schemas.messages import Document, ReviewCode, Span
 
@@ -113,6 +114,23 @@ def test_spaced_phone_and_chinese_date_and_amount_are_mentions(corpus) -> None:
     assert mentions(docs["freeform-resume-02"].text)["phone"] == ("138 0451 2345",)
     assert mentions(docs["freeform-contract-01"].text)["amount"] == ("人民币二十四万元",)
     assert "二〇二二年十月八日" in mentions(docs["freeform-contract-03"].text)["date"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "text", "mention", "normal"),
+    [
+        ("phone", "想来的朋友打 020-3889 1456 找人事小何", "020-3889 1456", "+86-20-38891456"),
+        ("phone", "联系人：钱女士 0519 - 8699 2317\n地址", "0519 - 8699 2317", "+86-519-86992317"),
+        ("phone", "手机：１３９－１０２８－６６７３    邮箱", "１３９－１０２８－６６７３", "+8613910286673"),
+        ("date", "签署日：2023年 7月 1日", "2023年 7月 1日", "2023-07-01"),
+        ("date", "（记者 古 丽 娜）2023年\n5月18日，喀什", "2023年\n5月18日", "2023-05-18"),
+        ("email", "邮箱：zheng.xiaotong@\nqq.com\n学校", "zheng.xiaotong@\nqq.com", "zheng.xiaotong@qq.com"),
+    ],
+)
+def test_typed_values_broken_by_ocr_are_mentions_and_read_whole(kind, text, mention, normal) -> None:
+    """The mixed corpus's OCR breaks: a space or a line inside a phone, a date or after an e-mail's @."""
+    assert mentions(text)[kind] == (mention,)
+    assert normal_form(kind, mention).value == normal
 
 
 def test_mixed_script_names_are_persons_and_mentions() -> None:

@@ -68,6 +68,27 @@ def test_a_news_event_led_by_its_verb_with_and_without_the_announcement() -> Non
     assert texts(text, "事件") == ["宣布发布新一代智能物流平台", "发布新一代智能物流平台", "签署战略合作协议"]
 
 
+def test_a_partys_name_on_its_key_line_less_a_gloss_closing_the_line() -> None:
+    contract = (
+        "委托方（甲方）：苏州青羽智能科技有限公司（Suzhou Qingyu Intelligent Technology Co., Ltd.）\n"
+        "受托方（乙方）：Kevin 刘，身份证号码 32050219880614****\n"
+    )
+    assert (texts(contract, "甲方"), texts(contract, "乙方")) == (["苏州青羽智能科技有限公司"], ["Kevin 刘"])
+    english = "Employer (甲方): Shenzhen Bluewave Robotics Co., Ltd.\nEmployee (乙方): 许嘉禾\n"
+    assert (texts(english, "甲方"), texts(english, "乙方")) == (["Shenzhen Bluewave Robotics Co., Ltd."], ["许嘉禾"])
+    assert texts("承租方（乙方）：Brightway Consulting (Shenzhen) Ltd.\n租赁物", "乙方") == [
+        "Brightway Consulting (Shenzhen) Ltd."
+    ]
+    table = "│ 用人单位   │ 宁波甬港冷链仓储有限公司 │\n│ 劳动者     │ 钱佳怡           │"
+    assert (texts(table, "甲方"), texts(table, "乙方")) == (["宁波甬港冷链仓储有限公司"], ["钱佳怡"])
+    rows = "聘方|贵州黔味坊食品股份有限公司\n受聘方|罗文斌\n"  # 受聘方 is no 聘方
+    assert (texts(rows, "甲方"), texts(rows, "乙方")) == (["贵州黔味坊食品股份有限公司"], ["罗文斌"])
+    assert texts("出租方（甲方）：陈 德 胜\n", "甲方") == ["陈 德 胜"]
+    # A party named in a clause has no key line, and a line broken inside a name names nobody.
+    assert texts("乙方的年度工资为¥96,000.00，甲方每月15日前支付。", "甲方") == []
+    assert texts("甲方（盖章）：太原晋阳重型装备制\n造有限公司", "甲方") == []
+
+
 def test_a_label_with_no_cue_finds_nothing() -> None:
     assert texts("确诊为2型糖尿病，本科，男，45岁", "姓名") == []
 

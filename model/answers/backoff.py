@@ -38,7 +38,14 @@ import msgspec
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from model.answers.candidates import extend_cut_values, mistyped, offered, open_labels, whole_name
+from model.answers.candidates import (
+    extend_cut_values,
+    mistyped,
+    offered,
+    open_labels,
+    reopen_unkeyed_parties,
+    whole_name,
+)
 from model.answers.checks import taken_by_others, unclaimed_entities
 from model.answers.parse import format_extraction
 from model.answers.prompt import encode_prompts
@@ -90,6 +97,7 @@ class Backoff:
         asks: list[tuple[Document, Extraction, str, list[Candidate], list[int]]] = []
         for (doc, extraction, labels), entities in zip(todo, found, strict=True):
             extend_cut_values(doc, extraction, entities)
+            reopen_unkeyed_parties(doc, extraction)
             extraction.reasons += unclaimed_entities(doc, extraction.fields, entities, extraction.reasons)
             flagged = {r.label for r in extraction.reasons if r.code == ReviewCode.UNCLAIMED_VALUE}
             flagged |= mistyped(extraction)

@@ -17,10 +17,11 @@ import msgspec
 
 from model.answers.checks import PARTY_LABELS, PLACE_LABELS, claimed, label_kind, taken_by_others
 from model.answers.validate import Extraction, normalised
+from model.values.addresses import address_end
 from model.values.cues import CUED_LABELS, cued_values
 from model.values.entities import Entity, EntityTag
 from model.values.field_types import matches
-from model.values.lexicon import organisation_suffixes
+from model.values.lexicon import ENGLISH_LEGAL_FORMS, organisation_suffixes
 from model.values.mentions import mentions
 from schemas.messages import Candidate, Document, ReviewCode, ReviewReason
 
@@ -55,7 +56,7 @@ def open_labels(doc: Document, extraction: Extraction) -> list[str]:
     """The labels the backoff could fill: answered `None`, or only with values not of their type."""
     if doc.task != "extract":
         return []
-    wrong = mistyped(extraction)
+    wrong = mistyped(extraction) | unkeyed_parties(doc, extraction)
     return [
         label
         for label in doc.labels
@@ -72,6 +73,45 @@ def mistyped(extraction: Extraction) -> set[str]:
         if r.code == ReviewCode.TYPE_MISMATCH and r.label is not None:
             wrong.setdefault(r.label, set()).add(r.value or "")
     return {label for label, values in wrong.items() if {s.text for s in extraction.fields.get(label, [])} <= values}
+
+
+def keyed_party(doc: Document, label: str) -> str | None:
+    """The one name a contract's key lines give a party label (委托方（甲方）：…), if they give one."""
+    if label not in PARTY_LABELS:
+        return None
+    names = {"".join(c.text.split()): c.text for c in cued_values(doc.text, label)}
+    return next(iter(names.values())) if len(names) == 1 else None
+
+
+def unkeyed_parties(doc: Document, extraction: Extraction) -> set[str]:
+    """Party labels answered with values that are not the name their key line gives: the text states
+    the role itself, and the shipped model swapped the parties or took a name from elsewhere (the
+    signer's for the company: 甲方 Kevin 刘 beside 委托方（甲方）：苏州青羽智能科技有限公司)."""
+    wrong = set()
+    for label in PARTY_LABELS & set(doc.labels):
+        keyed = keyed_party(doc, label)
+        answered = {"".join(s.text.split()) for s in extraction.fields.get(label, [])}
+        if keyed is not None and answered and "".join(keyed.split()) not in answered:
+            wrong.add(label)
+    return wrong
+
+
+def reopen_unkeyed_parties(doc: Document, extraction: Extraction) -> set[str]:
+    """`unkeyed_parties` answered `None` again, each beside an `unclaimed_value` reason that keeps what
+    the model said, so that the backoff asks for them (offered the key line's name, see `offered`)."""
+    reopened = unkeyed_parties(doc, extraction)
+    for label in sorted(reopened):
+        keyed = keyed_party(doc, label)
+        answered = [s.text for s in extraction.fields.pop(label)]
+        extraction.reasons.append(
+            ReviewReason(
+                code=ReviewCode.UNCLAIMED_VALUE,
+                detail=f"the text's key line names {keyed!r} for this label; the model answered {answered}",
+                label=label,
+                value=keyed,
+            )
+        )
+    return reopened
 
 
 def offered(
@@ -94,12 +134,25 @@ def offered(
     found += [
         Candidate(text=c.text, start=c.start, end=c.end, score=0.0, source="cue") for c in cued_values(doc.text, label)
     ]
+    if label in PLACE_LABELS:
+        # A place that runs on into a street address offers the address too (`whole_name` prefers it).
+        addresses = [
+            Candidate(text=doc.text[c.start : end], start=c.start, end=end, score=0.0, source="address")
+            for c in found
+            if (end := address_end(doc.text, c.start)) and end > c.end
+        ]
+        # The whole addresses only: a part of one (雁塔区… in 西安市雁塔区…) would crowd the candidates.
+        found += [a for a in addresses if not any(b.start < a.start and a.end <= b.end for b in addresses)]
     unique: dict[str, Candidate] = {}
     for candidate in sorted(found, key=lambda c: (c.start, -c.end)):
         text = candidate.text.strip()
         if text and text not in unique and not claimed(text, label_kind(doc, label), taken):
             unique[text] = candidate
-    return in_role(doc.text, label, list(unique.values()))[:MAX_CANDIDATES]
+    candidates = list(unique.values())
+    if (keyed := keyed_party(doc, label)) is not None:
+        # A party's key line names it; the other names in the text play other roles.
+        candidates = [c for c in candidates if c.text == keyed] or candidates
+    return in_role(doc.text, label, candidates)[:MAX_CANDIDATES]
 
 
 # Labels whose value plays a role some candidates visibly do not: a school is where a person studied,
@@ -138,7 +191,7 @@ def in_role(text: str, label: str, candidates: list[Candidate]) -> list[Candidat
 
 # A name ending in a company's legal form is whole: LAC's organisation may run on past it
 # (鸿睿思博传媒有限公司诚聘测试工程师 in a generated job ad, whose company went wrong, extended).
-_WHOLE_NAME_ENDS = ("公司", "Ltd", "Ltd.", "Limited", "Inc.", "LLC")
+_WHOLE_NAME_ENDS = ("公司", *ENGLISH_LEGAL_FORMS)
 
 
 def extend_cut_values(doc: Document, extraction: Extraction, entities: Sequence[Entity]) -> None:
@@ -147,26 +200,31 @@ def extend_cut_values(doc: Document, extraction: Extraction, entities: Sequence[
     for 华南理工大学, 韦秀 for 韦秀兰, 郑州大学 for 郑州大学第一附属医院). Each becomes the longest
     such value, beside a `value_boundary` reason naming what it was; the record goes to review.
 
-    Not where the continuation starts with a space or a line break (a label's line after it), where
+    Not where the continuation of a LAC entity starts with a space or a line break (a label's line
+    after it: a typed detector's mention may hold such a break, 2023年 7月 1日), where
     another label's value claims the longer one (a party's name before a company: 宋志远自愿加入青岛…),
-    or, for a typed label, where the longer one does not read as the type (2022年3月1日起). Not for
-    places: a place nests in a longer one (北京 in 北京市朝阳区) and either may be the value (a long
-    generated news item's 地点 北京 went wrong, extended)."""
+    or, for a typed label, where the longer one does not read as the type (2022年3月1日起). A place
+    is extended only into a street address (model/values/addresses.py), not into a longer place: a
+    place nests in a longer one (北京 in 北京市朝阳区) and either may be the value (a long generated
+    news item's 地点 北京 went wrong, extended)."""
     for label in doc.labels:
         tags, types = sources(doc, label)
         spans = extraction.fields.get(label)
-        if not spans or not (tags or types) or label in PLACE_LABELS:
+        if not spans or not (tags or types):
             continue
         kind = doc.field_types.get(label)
         others = taken_by_others(doc, extraction.fields, label)
-        longer = [(e.start, e.end, f"lac:{e.tag}") for e in entities if e.tag in tags]
-        written = mentions(doc.text)
-        for detector in types:
-            for value in written[detector]:  # type: ignore[index]
-                start = doc.text.find(value)
-                while start >= 0:
-                    longer.append((start, start + len(value), detector))
-                    start = doc.text.find(value, start + 1)
+        if label in PLACE_LABELS:
+            longer = [(s.start, end, "address") for s in spans if (end := address_end(doc.text, s.start))]
+        else:
+            longer = [(e.start, e.end, f"lac:{e.tag}") for e in entities if e.tag in tags]
+            written = mentions(doc.text)
+            for detector in types:
+                for value in written[detector]:  # type: ignore[index]
+                    start = doc.text.find(value)
+                    while start >= 0:
+                        longer.append((start, start + len(value), detector))
+                        start = doc.text.find(value, start + 1)
         fixed = []
         for span in spans:
             window = extraction.windows[span.window]
@@ -175,7 +233,8 @@ def extend_cut_values(doc: Document, extraction: Extraction, entities: Sequence[
                 for start, end, source in longer
                 if start == span.start
                 and span.end < end <= window.end
-                and not doc.text[span.end].isspace()
+                # A detector's mention may span OCR's breaks (2023年 7月 1日); LAC's entity stops at one.
+                and (source in (*types, "address") or not doc.text[span.end].isspace())
                 and not claimed(doc.text[start:end], label_kind(doc, label), others)
                 and (kind is None or matches(kind, doc.text[start:end]))
             ]
@@ -198,15 +257,20 @@ def extend_cut_values(doc: Document, extraction: Extraction, entities: Sequence[
         extraction.fields[label] = fixed
 
 
+# Detectors whose value holds the parts LAC splits it into; a pick of a part takes the whole.
+WHOLE_SOURCES = frozenset({"person", "date", "address"})
+
+
 def whole_name(candidates: Sequence[Candidate], pick: int) -> int:
-    """The candidate to take for the model's `pick`: the shortest mixed-script name around it (Tony 林
-    for Tony, Sophie 李 for 李), where the detector offers one; else the pick itself. LAC splits such
-    names and the model, made to choose, mostly took the part (with this, the shipped model found 99
-    of the mixed corpus's 241 values, not 93)."""
+    """The candidate to take for the model's `pick`: the shortest detector's value around it, where one
+    offers it; else the pick itself. LAC splits mixed-script names (Tony 林 for Tony, Sophie 李 for 李),
+    a date broken over a line (2023年 for 2023年\n5月18日) and a street address (广州市 for
+    广州市天河区…3205室), and the model, made to choose, mostly took the part (with names alone, the
+    shipped model found 99 of the mixed corpus's 241 values, not 93)."""
     chosen = candidates[pick]
     around = [
         i
         for i, c in enumerate(candidates)
-        if c.source == "person" and c.start <= chosen.start and chosen.end <= c.end and c.text != chosen.text
+        if c.source in WHOLE_SOURCES and c.start <= chosen.start and chosen.end <= c.end and c.text != chosen.text
     ]
     return min(around, key=lambda i: len(candidates[i].text)) if around else pick

@@ -1,6 +1,6 @@
 """Values of untyped labels as a text writes them, found by their cues: degrees, ages, sexes, a
 diagnosis after the words that announce one, a job title after its key or a verb of hiring, a
-contract's term after its key, and a news event led by its verb.
+contract's term after its key, a contract's parties on their key lines, and a news event led by its verb.
 
 These labels have no field type (a degree is `text`), so the typed detectors (model/values/mentions.py)
 and LAC's entities say nothing about them, and a confident `None` for 学历 beside 本科 or for
@@ -17,6 +17,8 @@ from __future__ import annotations
 import functools
 import re
 from typing import NamedTuple
+
+from model.values.lexicon import ENGLISH_LEGAL_FORMS, organisation_ok, person_ok
 
 _NUM = "[0-9０-９]"
 _CN_NUM = "[一二三四五六七八九十百两]"
@@ -60,8 +62,52 @@ _TERM = re.compile(
 # up to the clause's end.
 _EVENT_VERBS = "(?:签署|签订|举办|举行|召开|发布|宣布|开通|完成|启动|迎来|收到|推出|上线|开业|达成|成立|开工|投产)"
 _EVENT = re.compile(rf"(?:宣布|正式)?(?P<value>{_EVENT_VERBS}[^，,。；;！!？?\n：:]{{2,30}})")
+# A contract's party on its key line: 甲方：…, 委托方（甲方）：…, │ 用人单位 │ …, Party A: …, up to the
+# clause's or cell's end. A parenthesis inside the name stays (Brightway Consulting (Shenzhen) Ltd.,
+# ABB（中国）有限公司); one that closes the line is a gloss (（Suzhou … Co., Ltd.）, （学号 …）) and goes.
+_PARTY_KEYS = {
+    "甲方": r"甲\s*方|Party\s*A|用人单位|用人方|(?<!受)聘\s*方|委托方|出租方|采购人|发包方|买\s*方|Employer|牵头人",
+    "乙方": r"乙\s*方|Party\s*B|劳动者|受聘方|受聘人|受托方|承租方|供应商|承包方|卖\s*方|Employee",
+}
+_PARTY = {
+    label: re.compile(
+        rf"(?:^|(?<=[\s│|，,；;。]))(?:{keys})\s*(?:[（(][^）)\n]{{0,10}}[）)])?\s*[:：│|]\s*(?P<value>[^\s，,；;。│|:：])",
+        re.MULTILINE,
+    )
+    for label, keys in _PARTY_KEYS.items()
+}
+_CLAUSE_END = frozenset("，,；;。\n│|")
+_CLOSERS = {"（": "）", "(": ")"}
+# An English company's legal form after a comma belongs to its name (Robotics Co., Ltd.).
+_LEGAL_FORM_AFTER_COMMA = re.compile(r"\s?(?:Ltd|Inc|LLC|Limited|L\.L\.C)\b")
+
+
+def _party_end(text: str, start: int) -> int:
+    """Where the party named from `start` ends: the clause's end, or a gloss in brackets before it."""
+    i = start
+    while i < len(text) and text[i] not in _CLAUSE_END:
+        closer = _CLOSERS.get(text[i])
+        if closer is not None:
+            shut = text.find(closer, i)
+            if shut < 0:
+                return i
+            if text[shut + 1 : shut + 2] in ("", *_CLAUSE_END):
+                return i
+            i = shut
+        i += 1
+        if text[i : i + 1] in (",", "，") and _LEGAL_FORM_AFTER_COMMA.match(text, i + 1):
+            i += 1
+    return i
+
+
+def _party_name(value: str) -> bool:
+    """A person's or an organisation's name, spaced as OCR leaves it (陈 德 胜) or an English company's."""
+    joined = "".join(value.split())
+    return person_ok(value) or person_ok(joined) or organisation_ok(joined) or value.endswith(ENGLISH_LEGAL_FORMS)
+
+
 # Labels (as the field sets name them) whose values these patterns find.
-CUED_LABELS = frozenset({"学历", "学历要求", "年龄", "性别", "诊断结果", "职位名称", "合同期限", "事件"})
+CUED_LABELS = frozenset({"学历", "学历要求", "年龄", "性别", "诊断结果", "职位名称", "合同期限", "事件", *_PARTY_KEYS})
 
 
 class Cued(NamedTuple):
@@ -104,4 +150,10 @@ def cued_values(text: str, label: str) -> tuple[Cued, ...]:
         for m in _EVENT.finditer(text):
             # 宣布发布新一代…: the announcement and what it announces, each a writer's value.
             found += [Cued(m.group(), m.start(), m.end()), Cued(m.group("value"), m.start("value"), m.end("value"))]
+    elif label in _PARTY:
+        for m in _PARTY[label].finditer(text):
+            start = m.start("value")
+            value = text[start : _party_end(text, start)].rstrip()
+            if _party_name(value):
+                found.append(Cued(value, start, start + len(value)))
     return tuple(dict.fromkeys(found))

@@ -14,6 +14,8 @@ from schemas.field_sets import FieldType
 
 ID_CARD = re.compile(r"[0-9]{17}[0-9X]")
 EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+")
+# OCR and line wrapping break an address after its @ (emily.chen@ 163.com): read it joined.
+_EMAIL_BREAK = re.compile(r"(?<=@)\s+")
 _EMAIL_CHARS = re.compile(r"[A-Za-z0-9._%+@-]*")
 _PHONE_CHARS = re.compile(r"[0-9+()\-. ]*(?:(?:转|分机?|e|ex|ext\.?|x)\s*[0-9]*)?", re.IGNORECASE)
 # ISO 7064 MOD 11-2 weights of the first 17 digits, and the check character per remainder.
@@ -27,6 +29,11 @@ def id_card_check_digit(first17: str) -> str:
     if len(digits) != 17 or not digits.isascii() or not digits.isdigit():
         raise ValueError("an ID number's check digit needs exactly 17 digits")
     return _CHECK[sum(int(d) * w for d, w in zip(digits, _WEIGHTS, strict=True)) % 11]
+
+
+def email_address(text: str) -> str:
+    """The address as written, less a break after its @."""
+    return _EMAIL_BREAK.sub("", fold_width(text).strip())
 
 
 def matches(kind: FieldType, value: str) -> bool:
@@ -48,7 +55,7 @@ def matches(kind: FieldType, value: str) -> bool:
         upper = "".join(folded.split()).upper()
         return ID_CARD.fullmatch(upper) is not None and id_card_check_digit(upper[:17]) == upper[17]
     if kind == "email":
-        return EMAIL.fullmatch(folded) is not None
+        return EMAIL.fullmatch(email_address(folded)) is not None
     if kind == "person":
         return person_ok(folded)
     if kind == "organisation":

@@ -6,6 +6,8 @@ import functools
 import re
 from importlib import resources
 
+# How an English company's name ends (Shenzhen Bluewave Robotics Co., Ltd.).
+ENGLISH_LEGAL_FORMS = ("Ltd", "Ltd.", "Limited", "Inc.", "LLC")
 _CJK_NAME = re.compile(r"[\u4e00-\u9fff·]{2,5}")
 _LATIN_NAME = re.compile(r"[A-Z][A-Za-z'.-]*( [A-Z][A-Za-z'.-]*){1,3}")
 # A name as bilingual staff write theirs: an English given name before a Chinese surname and given

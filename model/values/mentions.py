@@ -12,20 +12,24 @@ from __future__ import annotations
 import functools
 import re
 
-from model.values.field_types import EMAIL, matches
+from model.values.field_types import matches
 from schemas.field_sets import FieldType
 
 D = "[0-9０-９]"
 CN = "[〇零一二三四五六七八九十两]"
 BIG = "[零壹贰叁肆伍陆柒捌玖拾佰仟万亿一二三四五六七八九十百千两]"
+# Between a phone's digit groups: a dash (with spaces around it, as OCR and typists leave them) or
+# one space (０２０-3889 1456, 0519 - 8699 2317, １３９－１０２８－６６７３).
+_GAP = r"(?:\s?[-－]\s?| |\u3000)?"
 _PATTERNS: dict[FieldType, re.Pattern[str]] = {
     "phone": re.compile(
-        rf"(?<![0-9０-９])(?:(?:\+|00)?86[- ]?)?"
-        rf"(?:1[3-9]{D}(?:[- ]?{D}){{8}}|0{D}{{2,3}}[- ]?{D}{{7,8}}|[48]00[- ]?{D}{{3}}[- ]?{D}{{4}})(?![0-9０-９])"
+        rf"(?<![0-9０-９])(?:(?:\+|00|＋)?86{_GAP})?"
+        rf"(?:[1１][3-9３-９]{D}(?:{_GAP}{D}){{8}}|0{D}{{2,3}}{_GAP}{D}(?:{_GAP}{D}){{6,7}}|[48]00{_GAP}{D}{{3}}{_GAP}{D}{{4}})(?![0-9０-９])"
     ),
-    "email": EMAIL,
+    # OCR breaks an address after its @ (emily.chen@ 163.com); the e-mail reader joins it again.
+    "email": re.compile(r"[A-Za-z0-9._%+-]+@\s?[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+"),
     "date": re.compile(
-        rf"{D}{{4}}(?:年{D}{{1,2}}月(?:{D}{{1,2}}[日号])?|(?P<sep>[-/.]){D}{{1,2}}(?P=sep){D}{{1,2}})"
+        rf"{D}{{4}}(?:\s?年\s?{D}{{1,2}}\s?月(?:\s?{D}{{1,2}}\s?[日号])?|(?P<sep>[-/.]){D}{{1,2}}(?P=sep){D}{{1,2}})"
         rf"|{CN}{{4}}年{CN}{{1,2}}月(?:{CN}{{1,3}}[日号])?"
     ),
     "amount": re.compile(

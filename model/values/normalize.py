@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from model.values.amounts import parse_amount, plain
 from model.values.dates import parse_date
-from model.values.field_types import EMAIL, ID_CARD, id_card_check_digit, matches
+from model.values.field_types import EMAIL, ID_CARD, email_address, id_card_check_digit, matches
 from model.values.phones import parse_phone
 from model.values.salaries import negotiable, parse_salary
 from model.values.width import fold_width
@@ -99,7 +99,7 @@ def _id_card(value: str) -> Normalised | Mismatch:
 
 
 def _email(value: str) -> Normalised | Mismatch:
-    address = fold_width(value).strip()
+    address = email_address(value)
     if EMAIL.fullmatch(address) is None:
         return Mismatch("not an e-mail address")
     # Only the domain is case-insensitive; the local part belongs to the receiving server.

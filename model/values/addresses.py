@@ -1,0 +1,35 @@
+"""Street addresses: where a place a text names runs on into a street and a house number
+(苏州工业园区星湖街328号创意产业园2号楼1506室), the address is the place a person reading the text
+means by 签约地点 or 工作地点, and what the hand-written corpora's writers marked.
+
+LAC tags the parts (苏州, 星湖街328号, 创意产业园2号楼) as separate places and the model answers
+the first, so the address is read from the place's first character: parts that each end in a unit of
+an address (区, 路, 号, 楼, 室 ...), with nothing between them, up to a house number or beyond.
+"""
+
+from __future__ import annotations
+
+import re
+
+_UNIT = (
+    "省|自治区|市|区|县|镇|乡|街道|大道|路|街|巷|弄|胡同|号院|号|栋|幢|座|楼|层|室|单元|"
+    "工业区|产业园|园区|园|广场|中心|大厦|写字楼|新城|村|期"
+)
+_PART = rf"[\u4e00-\u9fffA-Za-z0-9０-９]{{0,12}}?(?:{_UNIT})"
+_ADDRESS = re.compile(rf"(?:{_PART})+")
+# What makes a run of places an address: a number of a house, building, floor or room.
+_HOUSE_NUMBER = re.compile(r"[0-9０-９]+(?:号|栋|幢|楼|层|室)")
+
+
+def address_end(text: str, start: int) -> int | None:
+    """Where the street address beginning at `start` ends, if the text writes one there (a run of
+    address parts holding a house number); else None."""
+    found = _ADDRESS.match(text, start)
+    if found is None:
+        return None
+    # Up to the last house, building, floor or room number's part: what follows is no longer the address's.
+    numbers = list(_HOUSE_NUMBER.finditer(found.group()))
+    if not numbers:
+        return None
+    tail = _ADDRESS.match(found.group(), numbers[-1].end())
+    return start + (tail.end() if tail else numbers[-1].end())
