@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from model.answers.checks import document_reasons
-from model.values.cues import CUED_LABELS, cued_values
+from model.values.cues import CUED_LABELS, PATTERN_LABELS, cued_values
 from ops.corpus import generate_corpus
 from ops.eval.accuracy import read_corpus
 from schemas.field_sets import FIELD_SETS
@@ -130,7 +130,7 @@ def test_true_records_raise_no_cue_reason_and_most_true_values_are_cued(corpus: 
         values = {label: list(v) for label, v in truth[doc.doc_id].items()}
         reasons = document_reasons(doc, _spans(doc, values))
         assert not [r for r in reasons if r.label in CUED_LABELS], doc.doc_id
-        for label in CUED_LABELS & set(doc.labels):
+        for label in PATTERN_LABELS & set(doc.labels):
             if values.get(label):
                 wanted += 1
                 cued += bool(set(values[label]) & set(texts(doc.text, label)))

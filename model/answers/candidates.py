@@ -18,7 +18,7 @@ import msgspec
 from model.answers.checks import PARTY_LABELS, PLACE_LABELS, claimed, label_kind, taken_by_others
 from model.answers.validate import Extraction, normalised
 from model.values.addresses import address_end
-from model.values.cues import CUED_LABELS, cued_values
+from model.values.cues import CUED_LABELS, cued_values, keyed
 from model.values.entities import Entity, EntityTag
 from model.values.field_types import matches
 from model.values.lexicon import ENGLISH_LEGAL_FORMS, organisation_suffixes
@@ -75,12 +75,10 @@ def mistyped(extraction: Extraction) -> set[str]:
     return {label for label, values in wrong.items() if {s.text for s in extraction.fields.get(label, [])} <= values}
 
 
-def keyed_party(doc: Document, label: str) -> str | None:
-    """The one name a contract's key lines give a party label (委托方（甲方）：…), if they give one."""
-    if label not in PARTY_LABELS:
-        return None
-    names = {"".join(c.text.split()): c.text for c in cued_values(doc.text, label)}
-    return next(iter(names.values())) if len(names) == 1 else None
+def keyed_value(doc: Document, label: str) -> str | None:
+    """The one value the text's keys give a label (委托方（甲方）：…, 来源：新华网), if they give one."""
+    values = {"".join(c.text.split()): c.text for c in keyed(doc.text, label)}
+    return next(iter(values.values())) if len(values) == 1 else None
 
 
 def unkeyed_parties(doc: Document, extraction: Extraction) -> set[str]:
@@ -89,7 +87,7 @@ def unkeyed_parties(doc: Document, extraction: Extraction) -> set[str]:
     signer's for the company: 甲方 Kevin 刘 beside 委托方（甲方）：苏州青羽智能科技有限公司)."""
     wrong = set()
     for label in PARTY_LABELS & set(doc.labels):
-        keyed = keyed_party(doc, label)
+        keyed = keyed_value(doc, label)
         answered = {"".join(s.text.split()) for s in extraction.fields.get(label, [])}
         if keyed is not None and answered and "".join(keyed.split()) not in answered:
             wrong.add(label)
@@ -101,7 +99,7 @@ def reopen_unkeyed_parties(doc: Document, extraction: Extraction) -> set[str]:
     the model said, so that the backoff asks for them (offered the key line's name, see `offered`)."""
     reopened = unkeyed_parties(doc, extraction)
     for label in sorted(reopened):
-        keyed = keyed_party(doc, label)
+        keyed = keyed_value(doc, label)
         answered = [s.text for s in extraction.fields.pop(label)]
         extraction.reasons.append(
             ReviewReason(
@@ -149,9 +147,9 @@ def offered(
         if text and text not in unique and not claimed(text, label_kind(doc, label), taken):
             unique[text] = candidate
     candidates = list(unique.values())
-    if (keyed := keyed_party(doc, label)) is not None:
-        # A party's key line names it; the other names in the text play other roles.
-        candidates = [c for c in candidates if c.text == keyed] or candidates
+    if (value := keyed_value(doc, label)) is not None:
+        # The text's key names the label's value; the other names in the text play other roles.
+        candidates = [c for c in candidates if c.text == value] or candidates
     return in_role(doc.text, label, candidates)[:MAX_CANDIDATES]
 
 
@@ -172,9 +170,20 @@ def _doctor(text: str, c: Candidate) -> bool:
     return bool(_DOCTOR.search(text[max(0, c.start - 6) : c.start]) or _DOCTOR_AFTER.match(text[c.end : c.end + 3]))
 
 
+# A news outlet publishes the item; the organisations it reports on are others (the shipped model
+# took 辽宁日报 for 组织机构 beside 鞍山钢铁集团).
+_OUTLET = re.compile(r"(?:日报|晚报|早报|时报|商报|新闻网|(?<!电)网|电视台|广播电台|通讯社|新闻社|杂志|周刊)$")
+
+
+def _outlet(text: str, c: Candidate) -> bool:
+    return bool(_OUTLET.search(c.text))
+
+
 ROLES: dict[str, tuple[Callable[[str, Candidate], bool], bool]] = {
     "毕业院校": (_school, True),
     "工作单位": (_school, False),
+    "发布机构": (_outlet, True),
+    "组织机构": (_outlet, False),
     "主治医师": (_doctor, True),
     "患者姓名": (_doctor, False),
 }

@@ -271,7 +271,9 @@ def _part_claims(mention: str, kind: str | None, part: str, part_kind: str | Non
         return mention.endswith(part)
     # Of another kind, it claims a mention that is little more than itself: LAC's 永安市） is the
     # place 永安市, not a second organisation (a generated news item went to review for it).
-    return kind == part_kind or len(re.sub(r"\W", "", mention.replace(part, ""))) < 2
+    # Untyped labels are no kind in common: the degree 高中 that 学历要求 took is no part of the job
+    # title 高中数学教师 (it left 职位名称 no candidate).
+    return (kind == part_kind and kind is not None) or len(re.sub(r"\W", "", mention.replace(part, ""))) < 2
 
 
 def typed_mentions(text: str) -> dict[str, tuple[str, ...]]:

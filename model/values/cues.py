@@ -18,6 +18,7 @@ import functools
 import re
 from typing import NamedTuple
 
+from model.values.forms import KEYS, keyed_values
 from model.values.lexicon import ENGLISH_LEGAL_FORMS, organisation_ok, person_ok
 
 _NUM = "[0-9０-９]"
@@ -38,10 +39,11 @@ _SEX = re.compile(
     rf"|(?:^|(?<={_SEP}))(?P<word>[男女])(?={_SEP}|$)",
     re.MULTILINE,
 )
-# A diagnosis after the words that announce one, up to the clause's end or a table cell's.
+# A diagnosis after the words that announce one, up to the clause's end or a table cell's, and on
+# over a line break into a clause's short tail (诊断为右踝关节\n扭伤，建议…).
 _DIAGNOSIS = re.compile(
     r"(?:(?:确诊为|诊断为|考虑为?)\s*|(?:临床|初步|出院|入院|门诊|主检)?(?:诊断(?:结果)?|印象|结论)(?:\s*[:：│|]\s*|\s+))"
-    r"(?P<value>[^，,。；;:：\n│|\s][^，,。；;:：\n│|]{1,39})"
+    r"(?P<value>[^，,。；;:：\n│|\s][^，,。；;:：\n│|]{1,39}(?:\n[^，,。；;:：\n│|\s]{1,6}(?=[，,。；;]))?)"
 )
 # A job title after its key (岗位：…, 【职位】…) or after a verb of hiring, up to a head count or the clause's end.
 _TITLE_STOP = r"[，,。；;、！!\n│|\t/】]"
@@ -106,8 +108,11 @@ def _party_name(value: str) -> bool:
     return person_ok(value) or person_ok(joined) or organisation_ok(joined) or value.endswith(ENGLISH_LEGAL_FORMS)
 
 
-# Labels (as the field sets name them) whose values these patterns find.
-CUED_LABELS = frozenset({"学历", "学历要求", "年龄", "性别", "诊断结果", "职位名称", "合同期限", "事件", *_PARTY_KEYS})
+# Labels (as the field sets name them) whose values these patterns find, and with a form's keys too.
+PATTERN_LABELS = frozenset(
+    {"学历", "学历要求", "年龄", "性别", "诊断结果", "职位名称", "合同期限", "事件", *_PARTY_KEYS}
+)
+CUED_LABELS = PATTERN_LABELS | frozenset(KEYS)
 
 
 class Cued(NamedTuple):
@@ -150,7 +155,16 @@ def cued_values(text: str, label: str) -> tuple[Cued, ...]:
         for m in _EVENT.finditer(text):
             # 宣布发布新一代…: the announcement and what it announces, each a writer's value.
             found += [Cued(m.group(), m.start(), m.end()), Cued(m.group("value"), m.start("value"), m.end("value"))]
-    elif label in _PARTY:
+    found += [Cued(c.text, c.start, c.end) for c in keyed(text, label) if c not in found]
+    return tuple(dict.fromkeys(found))
+
+
+@functools.lru_cache(maxsize=256)
+def keyed(text: str, label: str) -> tuple[Cued, ...]:
+    """The label's values the text gives by their keys: a contract's party on its key line
+    (委托方（甲方）：…), a form's field (来源：新华网, model/values/forms.py)."""
+    found = [Cued(text[start:end], start, end) for start, end in keyed_values(text, label)]
+    if label in _PARTY:
         for m in _PARTY[label].finditer(text):
             start = m.start("value")
             value = text[start : _party_end(text, start)].rstrip()

@@ -13,6 +13,7 @@ import functools
 import re
 
 from model.values.field_types import matches
+from model.values.forms import FORM_KEYS
 from schemas.field_sets import FieldType
 
 D = "[0-9０-９]"
@@ -30,7 +31,7 @@ _PATTERNS: dict[FieldType, re.Pattern[str]] = {
     "email": re.compile(r"[A-Za-z0-9._%+-]+@\s?[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+"),
     "date": re.compile(
         rf"{D}{{4}}(?:\s?年\s?{D}{{1,2}}\s?月(?:\s?{D}{{1,2}}\s?[日号])?|(?P<sep>[-/.]){D}{{1,2}}(?P=sep){D}{{1,2}})"
-        rf"|{CN}{{4}}年{CN}{{1,2}}月(?:{CN}{{1,3}}[日号])?"
+        rf"|{CN}{{4}}\s?年\s?{CN}{{1,2}}\s?月(?:\s?{CN}{{1,3}}\s?[日号])?"
     ),
     "amount": re.compile(
         rf"(?:人民币|RMB|CNY|[¥￥$])\s?{D}[0-9０-９,，]*(?:\.{D}+)?(?:百万|千万|亿|万|千)?元?"
@@ -87,5 +88,6 @@ def mentions(text: str) -> dict[FieldType, tuple[str, ...]]:
     found: dict[FieldType, tuple[str, ...]] = {}
     for kind, pattern in _PATTERNS.items():
         values = dict.fromkeys(v for m in pattern.finditer(text) for v in _spellings(kind, m.group().strip()))
-        found[kind] = tuple(v for v in values if matches(kind, v))
+        # A form's key is no value (毕业学校 reads as a school to the organisation pattern).
+        found[kind] = tuple(v for v in values if matches(kind, v) and v not in FORM_KEYS)
     return found
