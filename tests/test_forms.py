@@ -42,3 +42,19 @@ def test_a_keyed_value_reads_whole_and_of_its_type() -> None:
     assert values("学历：本科及以上（材料、机械相关专业）\n", "学历要求") == ["本科及以上"]
     assert values("姓名|性别|学历|手机\n覃海波|男|大专|186 0213 9978", "姓名") == ["覃海波"]
     assert values("医生：请按时复诊", "主治医师") == []
+
+
+def test_letter_spaced_and_english_keys() -> None:
+    spaced = "患 者 姓 名 ：尹 春 华\n性 别 ：女     年 龄 ：4 1 岁\n医 生 ：龙 海 燕"
+    assert values(spaced, "患者姓名") == ["尹 春 华"]
+    assert (values(spaced, "性别"), values(spaced, "年龄")) == (["女"], ["4 1 岁"])
+    assert values(spaced, "主治医师") == ["龙 海 燕"]
+    # A letter-spaced title is no key before its value: only a colon or a bar makes one.
+    assert values("诊 断 证 明 书\n兹证明", "诊断结果") == []
+    english = (
+        "Patient: Li Mingzhe\nSex: Male  Age: 45\nDiagnosis: acute appendicitis\nAttending physician: Dr. Wang Yue"
+    )
+    assert values(english, "患者姓名") == ["Li Mingzhe"]
+    assert (values(english, "性别"), values(english, "年龄")) == (["Male"], ["45"])
+    assert values(english, "诊断结果") == ["acute appendicitis"]
+    assert values(english, "主治医师") == ["Wang Yue"]  # the title is no part of the name

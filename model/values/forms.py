@@ -28,32 +28,50 @@ KEYS: dict[str, tuple[str, ...]] = {
     "公司名称": ("公司名称", "招聘单位", "单位", "公司", "Company"),
     "学历要求": ("学历要求", "学历", "Education"),
     "患者姓名": ("患者姓名", "病人", "患者", "姓名", "Patient", "Name"),
-    "主治医师": ("主治医师", "医师签名", "医师", "医生", "送检医生", "接诊医生", "Doctor", "Physician"),
+    "主治医师": (
+        *("主治医师", "医师签名", "医师", "医生", "送检医生", "接诊医生"),
+        *("Doctor", "Physician", "Attending physician"),
+    ),
     "医院名称": ("医院名称", "Hospital"),
     "姓名": ("姓名", "Name"),
     "毕业院校": ("毕业院校", "毕业学校", "院校", "School"),
     "工作单位": ("工作单位", "现任职", "现单位", "Employer"),
     "事件": ("事件", "赛事", "活动"),
+    "性别": ("性别", "Sex", "Gender"),
+    "年龄": ("年龄", "Age"),
+    "诊断结果": ("诊断结果", "诊断", "Diagnosis"),
 }
 # Labels of a type (as the field sets give it): a keyed value must read as one.
 # (A salary's key is left out: two of the hand-written corpora's three writers read 薪资：面议 as none.)
 _TYPED: dict[str, FieldType] = {"患者姓名": "person", "主治医师": "person", "姓名": "person"}
 FORM_KEYS = frozenset(key for keys in KEYS.values() for key in keys) | {
     "性别", "年龄", "电话", "手机", "薪资", "薪酬", "日期", "招聘人数", "人数", "联系人", "诊断",
+    "出生日期", "出生年月", "出生", "民族", "籍贯", "邮箱", "手机号码", "联系电话", "就诊日期",
 }  # fmt: skip
 _CELL = re.compile(r"[│|\t]")
+_TITLE = re.compile(r"(?:Dr|Mr|Mrs|Ms|Prof)\.?\s+")
 _END = r"(?=\s*(?:[│|\t\n，,；;。]|\s{2,}|$))"
+
+
+def _spaced(key: str) -> str:
+    """A key as a pattern; a Chinese key's characters may stand apart, as OCR letter-spaces them (患 者 姓 名)."""
+    if key.isascii():
+        return re.escape(key)
+    return "[ \u3000]?".join(map(re.escape, key))
 
 
 @functools.cache
 def _line_pattern(label: str) -> re.Pattern[str]:
-    keys = "|".join(sorted(map(re.escape, KEYS[label]), key=len, reverse=True))
+    ordered = sorted(KEYS[label], key=len, reverse=True)
+    keys = "|".join(map(re.escape, ordered))
+    spaced = "|".join(_spaced(key) for key in ordered)
     return re.compile(
-        # A key opening a line or a cell, or, followed by a colon, after a space or a clause's end.
-        rf"(?:(?:^|(?<=[│|\t])|(?<=\s\s))[ \t]*(?:{keys})[ \t]*(?:[:：│|]|[ \t](?=\S))"
-        rf"|(?<=[\s】）)，,。；;])(?:{keys})[ \t]*[:：])[ \t]*"
+        # A key opening a line or a cell, or, followed by a colon, after a space or a clause's end;
+        # letter-spaced (诊 断 ：), before a colon or a cell's bar only (诊 断 证 明 书 is a title).
+        rf"(?:(?:^|(?<=[│|\t])|(?<=\s\s))[ \t]*(?:(?:{keys})[ \t]*(?:[:：│|]|[ \t](?=\S))|(?:{spaced})[ \t]*[:：│|])"
+        rf"|(?<=[\s】）)，,。；;])(?:{spaced})[ \t]*[:：])[ \t]*"
         rf"(?P<value>[^\s│|:：，,；;。][^│|\t\n:：，,；;。]*?){_END}",
-        re.MULTILINE,
+        re.MULTILINE | re.IGNORECASE,
     )
 
 
@@ -93,8 +111,11 @@ def keyed_values(text: str, label: str) -> tuple[tuple[int, int], ...]:
     keep = []
     for start, end in sorted(set(spans)):
         end = _whole(text, start, end)
+        if label in _TYPED and (title := _TITLE.match(text, start, end)):
+            start = title.end()  # Dr. Wang Yue: the name is Wang Yue
         value = text[start:end]
-        if value in FORM_KEYS or (label in _TYPED and not matches(_TYPED[label], "".join(value.split()))):
+        typed = label not in _TYPED or any(matches(_TYPED[label], v) for v in (value, "".join(value.split())))
+        if value in FORM_KEYS or not typed:
             continue
         keep.append((start, end))
     return tuple(dict.fromkeys(keep))
