@@ -410,3 +410,33 @@ def test_a_party_answered_against_its_key_line_is_asked_again_offered_that_name(
     right = _cut_record(doc, {"甲方": "苏州青羽智能科技有限公司", "乙方": "Kevin 刘"})
     backoff([doc], [right])
     assert right.candidates == {} and right.reasons == []
+
+
+def test_a_place_written_again_as_the_head_of_an_address_is_extended_there() -> None:
+    """mixed-contract-05: the model's 天津市 points at the party's name; the signing place's line
+    writes it again as an address (a party's 地址 line is no signing place)."""
+    text = (
+        "采购人（甲方）：天津市河西区教育装备中心\n地址：天津市河西区友谊路35号城市大厦17层\n"
+        "签订地点：天津市河西区友谊路35号城市大厦17层1702会议室\n"
+    )
+    doc = _doc(text, "contract")
+    extraction = _cut_record(doc, {"签约地点": "天津市"})
+    extend_cut_values(doc, extraction, [])
+    [span] = extraction.fields["签约地点"]
+    assert span.text == "天津市河西区友谊路35号城市大厦17层1702会议室"
+    assert text[span.start : span.end] == span.text
+
+
+def test_values_not_of_their_type_claim_no_candidate(tiny) -> None:
+    """mixed-medical-03: 医院名称 answered 海 燕, no organisation, took the doctor 龙 海 燕 from 主治医师."""
+    model, tokenizer = tiny
+    backoff = Backoff(finder(), ModelScorer(model, int(tokenizer.pad_token_id)), tokenizer, 1024)
+    doc = _doc("患者姓名：尹春华\n诊断：甲状腺结节\n医 生 ：龙 海 燕", "medical")
+    extraction = _cut_record(doc, {"患者姓名": "尹春华", "医院名称": "海 燕"})
+    extraction.reasons += [
+        ReviewReason(code=ReviewCode.TYPE_MISMATCH, detail="not an organisation", label="医院名称", value="海 燕"),
+        # As the real record had it: LAC's person 医 beside the doctor answered None.
+        ReviewReason(code=ReviewCode.UNCLAIMED_VALUE, detail="LAC tags the person '医'", label="主治医师", value="医"),
+    ]
+    backoff([doc], [extraction])
+    assert [s.text for s in extraction.fields["主治医师"]] == ["龙 海 燕"]

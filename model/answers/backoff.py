@@ -100,15 +100,18 @@ class Backoff:
             reopen_unkeyed_parties(doc, extraction)
             extraction.reasons += unclaimed_entities(doc, extraction.fields, entities, extraction.reasons)
             flagged = {r.label for r in extraction.reasons if r.code == ReviewCode.UNCLAIMED_VALUE}
-            flagged |= mistyped(extraction)
+            wrong = mistyped(extraction)
+            flagged |= wrong
             empty = any(r.code == ReviewCode.EMPTY_RECORD for r in extraction.reasons)
             if not extraction.needs_review:
                 continue
+            # Values not of their label's type claim nothing (郑 is no part of a name a label could take;
+            # 医院名称's 海 燕 is no part of the doctor 龙 海 燕).
+            typed = {other: spans for other, spans in extraction.fields.items() if other not in wrong}
             for label in labels:
                 if label not in flagged and not empty:
                     continue
-                # A mistyped label's own values claim nothing (郑 is no part of a name it could take).
-                candidates = offered(doc, label, entities, taken_by_others(doc, extraction.fields, label))
+                candidates = offered(doc, label, entities, taken_by_others(doc, typed, label))
                 prompt = self._prompt(doc, label)
                 # What the prompt holds, and a window of the record read (spans say which).
                 candidates = [c for c in candidates if c.end <= prompt[1] and _read(extraction, c)]

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from model.answers.checks import PARTY_LABELS, PLACE_LABELS, claimed, label_kind, taken_by_others
+from model.answers.checks import PARTY_LABELS, PLACE_LABELS, claimed, in_address, label_kind, taken_by_others
 from model.answers.validate import Extraction, normalised
 from model.values.addresses import address_end
 from model.values.cues import CUED_LABELS, cued_values, keyed
@@ -23,7 +23,7 @@ from model.values.entities import Entity, EntityTag
 from model.values.field_types import matches
 from model.values.lexicon import ENGLISH_LEGAL_FORMS, organisation_suffixes
 from model.values.mentions import mentions
-from schemas.messages import Candidate, Document, ReviewCode, ReviewReason
+from schemas.messages import Candidate, Document, ReviewCode, ReviewReason, Span
 
 # A label's candidates, at most this many, in order of appearance: a long document's tail adds cost
 # and rarely the value.
@@ -224,7 +224,9 @@ def extend_cut_values(doc: Document, extraction: Extraction, entities: Sequence[
         kind = doc.field_types.get(label)
         others = taken_by_others(doc, extraction.fields, label)
         if label in PLACE_LABELS:
-            longer = [(s.start, end, "address") for s in spans if (end := address_end(doc.text, s.start))]
+            longer = [
+                (at, end, "address") for s in spans for at in _places(doc.text, s) if (end := address_end(doc.text, at))
+            ]
         else:
             longer = [(e.start, e.end, f"lac:{e.tag}") for e in entities if e.tag in tags]
             written = mentions(doc.text)
@@ -238,22 +240,26 @@ def extend_cut_values(doc: Document, extraction: Extraction, entities: Sequence[
         for span in spans:
             window = extraction.windows[span.window]
             ends = [
-                (end, source)
+                (start == span.start, end, start, source)
                 for start, end, source in longer
-                if start == span.start
-                and span.end < end <= window.end
+                # The span's own place, or, for an address, the same place written again (see `_places`).
+                if (start == span.start or (source == "address" and doc.text.startswith(span.text, start)))
+                and window.start <= start
+                and start + len(span.text) < end <= window.end
                 # A detector's mention may span OCR's breaks (2023年 7月 1日); LAC's entity stops at one.
-                and (source in (*types, "address") or not doc.text[span.end].isspace())
+                and (source in (*types, "address") or not doc.text[start + len(span.text)].isspace())
                 and not claimed(doc.text[start:end], label_kind(doc, label), others)
                 and (kind is None or matches(kind, doc.text[start:end]))
             ]
             if not ends or span.text.endswith(_WHOLE_NAME_ENDS):
                 fixed.append(span)
                 continue
-            end, source = max(ends)
-            text = doc.text[span.start : end]
+            _, end, start, source = max(ends)
+            text = doc.text[start:end]
             fixed.append(
-                normalised(msgspec.structs.replace(span, text=text, end=end, margin=0.0, normalised=None), kind)
+                normalised(
+                    msgspec.structs.replace(span, text=text, start=start, end=end, margin=0.0, normalised=None), kind
+                )
             )
             extraction.reasons.append(
                 ReviewReason(
@@ -268,6 +274,14 @@ def extend_cut_values(doc: Document, extraction: Extraction, entities: Sequence[
 
 # Detectors whose value holds the parts LAC splits it into; a pick of a part takes the whole.
 WHOLE_SOURCES = frozenset({"person", "date", "address"})
+
+
+def _places(text: str, span: Span) -> list[int]:
+    """Where a place value may stand: its own span, then the same name written again outside a
+    party's address line (签订地点：天津市河西区友谊路35号… after 甲方 天津市河西区教育装备中心 and its
+    地址 line); the model's span points at the first."""
+    again = [m.start() for m in re.finditer(re.escape(span.text), text) if m.start() != span.start]
+    return [span.start, *(at for at in again if not in_address(text, at))]
 
 
 def whole_name(candidates: Sequence[Candidate], pick: int) -> int:
