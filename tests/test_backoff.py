@@ -17,7 +17,7 @@ from model.answers.validate import Extraction
 from model.answers.vouch import vouched
 from model.build import build_engine
 from model.values.addresses import address_end
-from model.values.entities import Entity, EntityFinder, finder, read_user_dictionary
+from model.values.entities import Entity, EntityFinder, _one_line, finder, read_user_dictionary
 from model.values.mentions import mentions
 from schemas.decode import decode_document
 from schemas.messages import Candidate, Processing, ReviewCode, ReviewReason, ReviewRecord, Span, TextWindow
@@ -440,3 +440,18 @@ def test_values_not_of_their_type_claim_no_candidate(tiny) -> None:
     ]
     backoff([doc], [extraction])
     assert [s.text for s in extraction.fields["主治医师"]] == ["龙 海 燕"]
+
+
+@pytest.mark.parametrize(
+    ("tag", "text", "entity"),
+    [
+        ("ORG", "Partner\n臻锐资本", "臻锐资本"),  # a line's tail joined to the next line's head
+        ("ORG", "中建八局第三建设有限公司\n成员", "中建八局第三建设有限公司"),
+        ("LOC", "济南\n主办", "济南"),  # a tie: the first line
+        ("PER", "│\n│", ""),  # no Chinese: no entity
+        ("ORG", "江西工业职业技术学\n院", "江西工业职业技术学\n院"),  # a name OCR broke stays whole
+    ],
+)
+def test_an_entity_lac_ran_over_a_line_break_is_one_lines(tag, text, entity) -> None:
+    at, found = _one_line(tag, 10, text)
+    assert found == entity and (not found or text[at - 10 :].startswith(found))

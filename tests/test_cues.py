@@ -66,6 +66,8 @@ def test_a_job_title_after_its_key_or_a_verb_of_hiring_and_a_term_after_its_key(
 def test_a_news_event_led_by_its_verb_with_and_without_the_announcement() -> None:
     text = "某某网络有限公司今日宣布发布新一代智能物流平台。双方昨日签署战略合作协议，将共建实验室。"
     assert texts(text, "事件") == ["宣布发布新一代智能物流平台", "发布新一代智能物流平台", "签署战略合作协议"]
+    # A clause OCR broke over a line goes on into the next line's short head.
+    assert texts("在喀什古城举办首届\n丝路非遗市集，吸引游客逾三万人次。", "事件") == ["举办首届\n丝路非遗市集"]
 
 
 def test_a_partys_name_on_its_key_line_less_a_gloss_closing_the_line() -> None:

@@ -39,11 +39,13 @@ _SEX = re.compile(
     rf"|(?:^|(?<={_SEP}))(?P<word>[男女])(?={_SEP}|$)",
     re.MULTILINE,
 )
+# A clause OCR broke over a line: the next line's head up to the clause's end, when short.
+_BROKEN_TAIL = r"\n[^，,。；;:：\n│|\s]{1,6}(?=[，,。；;])"
 # A diagnosis after the words that announce one, up to the clause's end or a table cell's, and on
 # over a line break into a clause's short tail (诊断为右踝关节\n扭伤，建议…).
 _DIAGNOSIS = re.compile(
     r"(?:(?:确诊为|诊断为|考虑为?)\s*|(?:临床|初步|出院|入院|门诊|主检)?(?:诊断(?:结果)?|印象|结论)(?:\s*[:：│|]\s*|\s+))"
-    r"(?P<value>[^，,。；;:：\n│|\s][^，,。；;:：\n│|]{1,39}(?:\n[^，,。；;:：\n│|\s]{1,6}(?=[，,。；;]))?)"
+    rf"(?P<value>[^，,。；;:：\n│|\s][^，,。；;:：\n│|]{{1,39}}(?:{_BROKEN_TAIL})?)"
 )
 # A job title after its key (岗位：…, 【职位】…) or after a verb of hiring, up to a head count or the clause's end.
 _TITLE_STOP = r"[，,。；;、！!\n│|\t/】]"
@@ -63,7 +65,7 @@ _TERM = re.compile(
 # A news event: a clause led by a verb of what organisations do in the news (签署…, 举办…, 宣布…),
 # up to the clause's end.
 _EVENT_VERBS = "(?:签署|签订|举办|举行|召开|发布|宣布|开通|完成|启动|迎来|收到|推出|上线|开业|达成|成立|开工|投产)"
-_EVENT = re.compile(rf"(?:宣布|正式)?(?P<value>{_EVENT_VERBS}[^，,。；;！!？?\n：:]{{2,30}})")
+_EVENT = re.compile(rf"(?:宣布|正式)?(?P<value>{_EVENT_VERBS}[^，,。；;！!？?\n：:]{{2,30}}(?:{_BROKEN_TAIL})?)")
 # A contract's party on its key line: 甲方：…, 委托方（甲方）：…, │ 用人单位 │ …, Party A: …, up to the
 # clause's or cell's end. A parenthesis inside the name stays (Brightway Consulting (Shenzhen) Ltd.,
 # ABB（中国）有限公司); one that closes the line is a gloss (（Suzhou … Co., Ltd.）, （学号 …）) and goes.

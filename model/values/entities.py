@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from model.values.lexicon import organisation_ok
+
 EntityTag = Literal["PER", "LOC", "ORG", "TIME"]
 ENTITY_TAGS: tuple[EntityTag, ...] = ("PER", "LOC", "ORG", "TIME")
 
@@ -53,8 +55,31 @@ def _lac_entities(text: str) -> tuple[Entity, ...]:
         text = word.strip()
         if tag in ENTITY_TAGS and text:
             at = start + word.index(text)
-            found.append(Entity(tag, at, at + len(text), text))
+            if "\n" in text:
+                at, text = _one_line(tag, at, text)
+            if text:
+                found.append(Entity(tag, at, at + len(text), text))
     return tuple(found)
+
+
+_HAN = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _one_line(tag: EntityTag, at: int, text: str) -> tuple[int, str]:
+    """An entity LAC ran over a line break: mostly a line's tail joined to the next line's head
+    (Partner\n臻锐资本, 中建八局第三建设有限公司\n成员, │\n│), so the line with the most Chinese
+    characters is the entity (none: no entity); an organisation OCR broke mid-name
+    (江西工业职业技术学\n院) stays whole."""
+    if tag == "ORG" and organisation_ok("".join(text.split())) and not organisation_ok(text.rsplit("\n", 1)[-1]):
+        return at, text
+    lines, offset = [], 0
+    for line in text.split("\n"):
+        stripped = line.strip()
+        if stripped:
+            lines.append((len(_HAN.findall(stripped)), -len(lines), offset + line.index(stripped), stripped))
+        offset += len(line) + 1
+    han, _, start, best = max(lines)
+    return (at + start, best) if han else (at, "")
 
 
 def read_user_dictionary(path: str | Path) -> tuple[tuple[str, EntityTag], ...]:
