@@ -58,6 +58,13 @@ def test_a_job_title_after_its_key_or_a_verb_of_hiring_and_a_term_after_its_key(
     assert texts("【岗位】机器学习工程师\n【公司】", "职位名称") == ["机器学习工程师"]
     assert texts("某公司急需报关员两名，工作地点", "职位名称") == ["报关员"]
     assert texts("现诚聘执业律师一名", "职位名称") == ["执业律师"]
+    # The notice is no job; 缺 hires only before a head count; a job after a bar or in English.
+    assert texts("招聘启事\n某传媒有限公司现招聘短视频剪辑师2名。", "职位名称") == ["短视频剪辑师"]
+    assert texts("我们眼镜厂缺质检员两个，活不累", "职位名称") == ["质检员"]
+    assert texts("缺一不可，缺勤扣款", "职位名称") == []
+    assert texts("连锁门店招聘｜烘焙 师\n", "职位名称") == ["烘焙 师"]
+    liaison = "正在找一位Senior Medical Science Liaison，base 北京"
+    assert texts(liaison, "职位名称") == ["Senior Medical Science Liaison"]
     assert texts("乙方受聘为甲方编辑，聘期一年，自2020年", "合同期限") == ["一年"]
     assert texts("劳动合同期限为3年，试用期", "合同期限") == ["3年"]
     assert texts("│ 合同期限   │ 三十六个月    │", "合同期限") == ["三十六个月"]

@@ -49,11 +49,16 @@ _DIAGNOSIS = re.compile(
 )
 # A job title after its key (岗位：…, 【职位】…) or after a verb of hiring, up to a head count or the clause's end.
 _TITLE_STOP = r"[，,。；;、！!\n│|\t/】]"
+_HEADS = "[0-9０-９一二两三四五六七八九十几]+\\s?[名位个]"
+# What follows 招聘 and is no job: the notice itself (招聘启事), its terms.
+_NOT_TITLES = "启事|信息|简章|公告|要求|人数|条件|岗位|职位"
 _TITLE = re.compile(
     rf"(?:招聘岗位|招聘职位|开放职位|岗位|职位|职务|Position)\s*[:：】│|\t]\s*(?P<key>[^\s，,。；;、！!│|\t/][^，,。；;、！!\n│|\t/]{{1,29}}?)\s*(?={_TITLE_STOP}|$)"
-    rf"|(?:诚聘|急聘|急招|诚招|招聘|招募|急需)(?:一名|一位|若干名?)?\s?"
-    rf"(?P<verb>[\u4e00-\u9fffA-Za-z][\u4e00-\u9fffA-Za-z ]{{1,15}}?)"
-    rf"(?=\s?(?:[0-9０-９一二两三四五六七八九十几]+\s?[名位个]|若干|{_TITLE_STOP}|$))",
+    rf"|(?:诚聘|急聘|急招|诚招|招聘|招募|急需|找一位|找一名)(?:一名|一位|若干名?)?\s?[｜|:：]?\s?"
+    rf"(?!{_NOT_TITLES})(?P<verb>[\u4e00-\u9fffA-Za-z][\u4e00-\u9fffA-Za-z ]{{1,39}}?)"
+    rf"(?=\s?(?:{_HEADS}|若干|{_TITLE_STOP}|$))"
+    # 缺 is a verb of hiring only before a head count (缺质检员两个).
+    rf"|缺(?P<lack>[\u4e00-\u9fff]{{2,8}}?)(?={_HEADS})",
     re.MULTILINE,
 )
 # A contract's term: a duration after the words that announce one (期限为三年, 聘期一年, 为期六个月).
@@ -148,7 +153,7 @@ def cued_values(text: str, label: str) -> tuple[Cued, ...]:
             found.append(Cued(value, m.start("value"), m.start("value") + len(value)))
     elif label == "职位名称":
         for m in _TITLE.finditer(text):
-            group = "key" if m.group("key") else "verb"
+            group = next(g for g in ("key", "verb", "lack") if m.group(g))
             found.append(Cued(m.group(group), m.start(group), m.end(group)))
     elif label == "合同期限":
         for m in _TERM.finditer(text):
