@@ -57,9 +57,9 @@ def decide_one(port: int, timeout_s: float = 60) -> None:
     base = f"http://127.0.0.1:{port}"
     page = opener.open(base + "/signin", timeout=10).read().decode()
     sign_in = {"csrf": re.search(r'name="csrf" value="([^"]+)"', page)[1], "reviewer": "ann", "secret": DESK_SECRET}
-    opener.open(base + "/signin", urllib.parse.urlencode(sign_in).encode(), timeout=10)
+    opener.open(base + "/signin", urllib.parse.urlencode(sign_in).encode(), timeout=60)
     deadline = time.monotonic() + timeout_s
-    while 'id="doc-id"' not in (page := opener.open(base + "/", timeout=10).read().decode()):
+    while 'id="doc-id"' not in (page := opener.open(base + "/", timeout=60).read().decode()):
         assert time.monotonic() < deadline, "the desk showed no review record"
         time.sleep(0.5)
     form = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', page)) | {"action": "accept"}
