@@ -43,11 +43,11 @@ from model.answers.candidates import (
     mistyped,
     offered,
     open_labels,
-    reopen_unkeyed_parties,
     whole_name,
 )
 from model.answers.checks import taken_by_others, unclaimed_entities
 from model.answers.parse import format_extraction
+from model.answers.parties import reopen_unkeyed_parties
 from model.answers.prompt import encode_prompts
 from model.answers.validate import Extraction
 from model.answers.vouch import vouched
@@ -89,7 +89,9 @@ class Backoff:
         """Adds the cross-check's reasons, the picks and their candidates to `extractions` in place."""
         cost = BackoffCost(documents=len(docs))
         started = time.perf_counter()
-        pairs_in = zip(docs, extractions, strict=True)
+        pairs_in = list(zip(docs, extractions, strict=True))
+        for doc, extraction in pairs_in:
+            reopen_unkeyed_parties(doc, extraction)
         todo = [(doc, ex, labels) for doc, ex in pairs_in if (labels := open_labels(doc, ex))]
         found = self.find.many([doc.text for doc, _, _ in todo])
         cost.lexicon_documents, cost.lexicon_ms = len(todo), ms_since(started)
@@ -97,7 +99,6 @@ class Backoff:
         asks: list[tuple[Document, Extraction, str, list[Candidate], list[int]]] = []
         for (doc, extraction, labels), entities in zip(todo, found, strict=True):
             extend_cut_values(doc, extraction, entities)
-            reopen_unkeyed_parties(doc, extraction)
             extraction.reasons += unclaimed_entities(doc, extraction.fields, entities, extraction.reasons)
             flagged = {r.label for r in extraction.reasons if r.code == ReviewCode.UNCLAIMED_VALUE}
             wrong = mistyped(extraction)

@@ -16,9 +16,10 @@ from collections.abc import Callable, Sequence
 import msgspec
 
 from model.answers.checks import PARTY_LABELS, PLACE_LABELS, claimed, in_address, label_kind, taken_by_others
+from model.answers.parties import keyed_value
 from model.answers.validate import Extraction, normalised
 from model.values.addresses import address_end
-from model.values.cues import CUED_LABELS, cued_values, keyed
+from model.values.cues import CUED_LABELS, cued_values
 from model.values.entities import Entity, EntityTag
 from model.values.field_types import matches
 from model.values.lexicon import ENGLISH_LEGAL_FORMS, organisation_suffixes
@@ -56,7 +57,7 @@ def open_labels(doc: Document, extraction: Extraction) -> list[str]:
     """The labels the backoff could fill: answered `None`, or only with values not of their type."""
     if doc.task != "extract":
         return []
-    wrong = mistyped(extraction) | unkeyed_parties(doc, extraction)
+    wrong = mistyped(extraction)
     return [
         label
         for label in doc.labels
@@ -73,43 +74,6 @@ def mistyped(extraction: Extraction) -> set[str]:
         if r.code == ReviewCode.TYPE_MISMATCH and r.label is not None:
             wrong.setdefault(r.label, set()).add(r.value or "")
     return {label for label, values in wrong.items() if {s.text for s in extraction.fields.get(label, [])} <= values}
-
-
-def keyed_value(doc: Document, label: str) -> str | None:
-    """The one value the text's keys give a label (委托方（甲方）：…, 来源：新华网), if they give one."""
-    values = {"".join(c.text.split()): c.text for c in keyed(doc.text, label)}
-    return next(iter(values.values())) if len(values) == 1 else None
-
-
-def unkeyed_parties(doc: Document, extraction: Extraction) -> set[str]:
-    """Party labels answered with values that are not the name their key line gives: the text states
-    the role itself, and the shipped model swapped the parties or took a name from elsewhere (the
-    signer's for the company: 甲方 Kevin 刘 beside 委托方（甲方）：苏州青羽智能科技有限公司)."""
-    wrong = set()
-    for label in PARTY_LABELS & set(doc.labels):
-        keyed = keyed_value(doc, label)
-        answered = {"".join(s.text.split()) for s in extraction.fields.get(label, [])}
-        if keyed is not None and answered and "".join(keyed.split()) not in answered:
-            wrong.add(label)
-    return wrong
-
-
-def reopen_unkeyed_parties(doc: Document, extraction: Extraction) -> set[str]:
-    """`unkeyed_parties` answered `None` again, each beside an `unclaimed_value` reason that keeps what
-    the model said, so that the backoff asks for them (offered the key line's name, see `offered`)."""
-    reopened = unkeyed_parties(doc, extraction)
-    for label in sorted(reopened):
-        keyed = keyed_value(doc, label)
-        answered = [s.text for s in extraction.fields.pop(label)]
-        extraction.reasons.append(
-            ReviewReason(
-                code=ReviewCode.UNCLAIMED_VALUE,
-                detail=f"the text's key line names {keyed!r} for this label; the model answered {answered}",
-                label=label,
-                value=keyed,
-            )
-        )
-    return reopened
 
 
 def offered(

@@ -162,7 +162,7 @@ def cued_values(text: str, label: str) -> tuple[Cued, ...]:
         for m in _EVENT.finditer(text):
             # 宣布发布新一代…: the announcement and what it announces, each a writer's value.
             found += [Cued(m.group(), m.start(), m.end()), Cued(m.group("value"), m.start("value"), m.end("value"))]
-    found += [Cued(c.text, c.start, c.end) for c in keyed(text, label) if c not in found]
+    found += [Cued(c.text, c.start, c.end) for c in keyed(text, label)]
     return tuple(dict.fromkeys(found))
 
 

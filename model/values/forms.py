@@ -75,8 +75,10 @@ def _line_pattern(label: str) -> re.Pattern[str]:
     )
 
 
-def _table_values(text: str, label: str) -> list[tuple[int, int]]:
-    """A header row of keys over a row of values, the same number of cells (three or more)."""
+@functools.lru_cache(maxsize=64)
+def _table_cells(text: str) -> tuple[tuple[str, int, int], ...]:
+    """(key, start, end) of each value cell under a header row of keys (three or more cells, the same
+    number in both rows, at least half of them form keys); parsed once per text for every label."""
     found = []
     lines = [(m.start(), m.group()) for m in re.finditer(r"[^\n]+", text)]
     for (_, head), (at, row) in itertools.pairwise(lines):
@@ -84,9 +86,9 @@ def _table_values(text: str, label: str) -> list[tuple[int, int]]:
         if len(keys) < 3 or len(keys) != len(cells) or sum(k in FORM_KEYS for _, k in keys) * 2 < len(keys):
             continue
         for (_, key), (offset, value) in zip(keys, cells, strict=True):
-            if key in KEYS[label] and value and value not in FORM_KEYS:
-                found.append((at + offset, at + offset + len(value)))
-    return found
+            if value and value not in FORM_KEYS:
+                found.append((key, at + offset, at + offset + len(value)))
+    return tuple(found)
 
 
 def _cells(line: str) -> list[tuple[int, str]]:
@@ -107,7 +109,7 @@ def keyed_values(text: str, label: str) -> tuple[tuple[int, int], ...]:
     if label not in KEYS:
         return ()
     spans = [(m.start("value"), m.end("value")) for m in _line_pattern(label).finditer(text)]
-    spans += _table_values(text, label)
+    spans += [(start, end) for key, start, end in _table_cells(text) if key in KEYS[label]]
     keep = []
     for start, end in sorted(set(spans)):
         end = _whole(text, start, end)
