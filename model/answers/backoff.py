@@ -46,6 +46,7 @@ from model.answers.candidates import (
     whole_name,
 )
 from model.answers.checks import taken_by_others, unclaimed_entities
+from model.answers.listed import add_listed
 from model.answers.parse import format_extraction
 from model.answers.parties import reopen_unkeyed_parties
 from model.answers.prompt import encode_prompts
@@ -129,6 +130,8 @@ class Backoff:
         for doc, extraction, label, candidates, _ in asks:
             alone = all(offers[id(extraction), c.text] == 1 for c in candidates)
             _pick(doc, extraction, label, candidates, [next(scores) for _ in candidates], alone)
+        for (doc, extraction, _), entities in zip(todo, found, strict=True):
+            add_listed(doc, extraction, entities)
         cost.labels, cost.candidates = len(asks), len(pairs)
         cost.score_ms = ms_since(started)
         return cost

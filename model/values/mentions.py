@@ -14,6 +14,7 @@ import re
 
 from model.values.field_types import matches
 from model.values.forms import FORM_KEYS
+from model.values.lexicon import organisation_suffixes
 from schemas.field_sets import FieldType
 
 D = "[0-9０-９]"
@@ -88,6 +89,7 @@ def mentions(text: str) -> dict[FieldType, tuple[str, ...]]:
     found: dict[FieldType, tuple[str, ...]] = {}
     for kind, pattern in _PATTERNS.items():
         values = dict.fromkeys(v for m in pattern.finditer(text) for v in _spellings(kind, m.group().strip()))
-        # A form's key is no value (毕业学校 reads as a school to the organisation pattern).
-        found[kind] = tuple(v for v in values if matches(kind, v) and v not in FORM_KEYS)
+        # A form's key is no value (毕业学校 reads as a school to the organisation pattern), nor is a
+        # bare suffix (股份有限公司 after 内蒙古伊利实业集团, whose 集团 ended the match before it).
+        found[kind] = tuple(v for v in values if matches(kind, v) and v not in FORM_KEYS | organisation_suffixes())
     return found

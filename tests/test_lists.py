@@ -1,0 +1,100 @@
+"""Values listed beside a value (model/values/lists.py, model/answers/listed.py): the items of a list
+the model answered one of, each a name of the label's type, added in a record that goes to review."""
+
+from __future__ import annotations
+
+import json
+
+from model.answers.listed import add_listed
+from model.answers.validate import Extraction
+from model.values.entities import Entity
+from model.values.lists import siblings
+from schemas.decode import decode_document
+from schemas.messages import ReviewCode, ReviewReason, Span, TextWindow
+
+
+def _listed(text: str, value: str, names: list[str]) -> list[str]:
+    spans = {(text.index(n), text.index(n) + len(n)) for n in names}
+
+    def test(start: int, end: int, right: bool) -> tuple[int, int] | None:
+        return (start, end) if (start, end) in spans else None
+
+    start = text.index(value)
+    return [text[a:b] for a, b in siblings(text, start, start + len(value), test)]
+
+
+def test_a_lists_items_left_and_right_of_the_value() -> None:
+    text = "签约方：中铁建工集团、西门子中国、雄安集团\n时间：2026年1月9日"
+    assert _listed(text, "西门子中国", ["中铁建工集团", "西门子中国", "雄安集团"]) == ["中铁建工集团", "雄安集团"]
+    # Slashes and spaces, a coordinating word, an arrow; a closing gloss is no part of an item.
+    assert _listed("Base：杭州/上海 / 深圳\n", "上海", ["杭州", "深圳"]) == ["杭州", "深圳"]
+    text = "先后就读于华东政法大学（法学学士）和香港城市大学（法学硕士，研究生学历）。"
+    assert _listed(text, "香港城市大学", ["华东政法大学", "香港城市大学"]) == []  # 先后就读于… is no name
+    assert _listed(text, "华东政法大学", ["华东政法大学", "香港城市大学"]) == ["香港城市大学"]
+    text = "教育：南京航空航天大学（本）→ 中国科学院大学（博士）"
+    assert _listed(text, "中国科学院大学", ["南京航空航天大学"]) == ["南京航空航天大学"]
+
+
+def test_a_list_ends_at_a_clause_or_an_item_that_is_no_name() -> None:
+    names = ["中铁建工集团", "雄安集团"]
+    # The clause's comma ends the list: 雄安集团 is in another.
+    assert _listed("中铁建工集团、中金资本，雄安集团出席", "中铁建工集团", [*names, "中金资本"]) == ["中金资本"]
+    # An item that is no name ends the walk, even with names after it.
+    assert _listed("中铁建工集团、某某、雄安集团", "中铁建工集团", names) == []
+
+
+def _doc(text: str, field_set: str):
+    raw = {"doc_id": "d", "text": text, "field_set": field_set}
+    return decode_document(json.dumps(raw, ensure_ascii=False).encode(), 1 << 20)
+
+
+def _record(doc, values: dict[str, str], review: bool) -> Extraction:
+    fields = {}
+    for label, value in values.items():
+        start = doc.text.index(value)
+        fields[label] = [Span(text=value, start=start, end=start + len(value), confidence=0.99, margin=0.9)]
+    reasons = [ReviewReason(code=ReviewCode.UNCLAIMED_VALUE, detail="open", label="事件")] if review else []
+    return Extraction(doc_id="d", windows=[TextWindow(start=0, end=len(doc.text))], fields=fields, reasons=reasons)
+
+
+def _entities(text: str, tag: str, names: list[str]) -> list[Entity]:
+    return [Entity(tag, text.index(n), text.index(n) + len(n), n) for n in names]  # type: ignore[arg-type]
+
+
+def test_a_record_in_review_gets_the_listed_organisations_of_a_label_that_takes_several() -> None:
+    doc = _doc("项目签约｜雄安新区\n签约方：中铁建工集团、西门子（中国）有限公司、雄安集团\n内容：共建园区", "news")
+    # LAC splits 西门子（中国）有限公司; the whole item reads as an organisation and is taken whole.
+    entities = _entities(doc.text, "ORG", ["中铁建工集团", "西门子", "雄安集团"])
+    extraction = _record(doc, {"组织机构": "中铁建工集团"}, review=True)
+    add_listed(doc, extraction, entities)
+    assert [s.text for s in extraction.fields["组织机构"]] == ["中铁建工集团", "西门子（中国）有限公司", "雄安集团"]
+    added = [r for r in extraction.reasons if r.label == "组织机构"]
+    assert [(r.code, r.value) for r in added] == [
+        (ReviewCode.UNCLAIMED_VALUE, "西门子（中国）有限公司"),
+        (ReviewCode.UNCLAIMED_VALUE, "雄安集团"),
+    ]
+
+
+def test_no_listed_values_bound_for_fields_for_a_single_value_label_or_claimed_by_another() -> None:
+    doc = _doc("签约方：中铁建工集团、雄安集团", "news")
+    entities = _entities(doc.text, "ORG", ["中铁建工集团", "雄安集团"])
+    # A record bound for fields is left as the model gave it.
+    bound = _record(doc, {"组织机构": "中铁建工集团"}, review=False)
+    add_listed(doc, bound, entities)
+    assert [s.text for s in bound.fields["组织机构"]] == ["中铁建工集团"] and bound.reasons == []
+    # 发布机构 holds one value; and 组织机构 does not take the name 发布机构 answered.
+    record = _record(doc, {"发布机构": "中铁建工集团", "组织机构": "雄安集团"}, review=True)
+    add_listed(doc, record, entities)
+    assert [s.text for s in record.fields["发布机构"]] == ["中铁建工集团"]
+    assert [s.text for s in record.fields["组织机构"]] == ["雄安集团"]
+
+
+def test_a_list_item_running_on_past_its_name_gives_the_name_and_no_latin_part() -> None:
+    doc = _doc("本轮由深创投领投，高瓴创投、中金资本跟投。特邀Dr. Anna Müller与钟子墨担任导师。", "news")
+    orgs = _entities(doc.text, "ORG", ["深创投", "高瓴创投", "中金资本"])
+    people = _entities(doc.text, "PER", ["Müller", "钟子墨"])
+    extraction = _record(doc, {"组织机构": "高瓴创投", "人物": "钟子墨"}, review=True)
+    add_listed(doc, extraction, orgs + people)
+    assert [s.text for s in extraction.fields["组织机构"]] == ["高瓴创投", "中金资本"]
+    # Müller is a part of Anna Müller, whom LAC did not read whole: no value.
+    assert [s.text for s in extraction.fields["人物"]] == ["钟子墨"]
