@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
+import random
+
 import pytest
 from transformers import AutoTokenizer
 
-from model.answers.validate import interpret
+from model.answers.parse import Piece
+from model.answers.validate import interpret, piece_steps
 from model.config import EngineSettings
 from model.signals import Generation
 from schemas.messages import Document, ReviewCode
@@ -132,3 +136,17 @@ def test_a_date_in_the_text_that_its_typed_label_left_out_goes_to_review(tokeniz
     assert (reason.code, reason.label, reason.value) == (ReviewCode.UNCLAIMED_VALUE, "签约日期", "2024年3月5日")
     # Untyped, the label's None is the model's word: nothing says which label the date belongs to.
     assert not run(tokenizer, answer).needs_review
+
+
+def test_piece_steps_are_the_steps_whose_characters_meet_the_piece() -> None:
+    """Bisection against the plain definition, on random answers (tokens of zero or more characters)."""
+    rng = random.Random(7)
+    for _ in range(2000):
+        ends = list(itertools.accumulate(rng.choice([0, 1, 1, 2, 3]) for _ in range(rng.randint(0, 12))))
+        total = ends[-1] if ends else 0
+        start = rng.randint(0, total + 1)
+        piece = Piece("", start, rng.randint(start, total + 2))
+        plain = [
+            step for step, (a, b) in enumerate(zip([0, *ends], ends, strict=False)) if a < piece.end and b > piece.start
+        ]
+        assert piece_steps(piece, ends) == plain, (piece, ends)

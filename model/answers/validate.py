@@ -6,6 +6,7 @@ reason instead. This module is pure: every engine hands it the same `Generation`
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -346,12 +347,14 @@ class Detokenizer:
 
 
 def piece_steps(piece: Piece, token_ends: Sequence[int]) -> list[int]:
-    """The decode steps whose tokens produced any character of the piece."""
-    return [
-        step
-        for step, (start, end) in enumerate(zip([0, *token_ends], token_ends, strict=False))
-        if start < piece.end and end > piece.start
-    ]
+    """The decode steps whose tokens produced any character of the piece: step i spans characters
+    token_ends[i - 1] (0 for the first) to token_ends[i], and the ends never decrease, so the steps
+    are one run found by bisection (a scan per piece was most of a batch's postprocess)."""
+    if piece.end <= 0 or not token_ends:
+        return []
+    first = bisect.bisect_right(token_ends, piece.start)  # the first step ending past the piece's start
+    last = min(bisect.bisect_left(token_ends, piece.end), len(token_ends) - 1)  # the last starting before its end
+    return list(range(first, last + 1))
 
 
 def step_margin(generation: Generation, step: int) -> float:
