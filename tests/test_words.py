@@ -1,4 +1,5 @@
-"""The vectorised part-of-speech Viterbi (model/answers/tagger.py) tags every text as jieba does."""
+"""The word segmentation (model/answers/tagger.py: jieba-rs for blocks of Han characters, the
+vectorised part-of-speech Viterbi) cuts and tags every text as jieba does."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 import jieba.posseg
 import pytest
 
-from model.answers.tagger import tagger, viterbi
+from model.answers.tagger import _NATIVE, tagger, viterbi
 from model.answers.words import _segmenters
 from ops.demo.samples import sample_documents
 
@@ -49,3 +50,10 @@ def test_the_route_is_jiebas_route(run: str) -> None:
 def test_the_tagger_is_a_jieba_tokenizer() -> None:
     tokenizer, _ = _segmenters()
     assert isinstance(tagger(tokenizer), jieba.posseg.POSTokenizer)
+
+
+def test_blocks_of_han_characters_are_cut_natively_and_the_others_by_jieba() -> None:
+    tokenizer, _ = _segmenters()
+    assert tokenizer.get_DAG("罗文斌在浦东新区张江路") is _NATIVE
+    assert tokenizer.get_DAG("TI-RADS3类") is not _NATIVE
+    tokenizer.forget()
