@@ -46,12 +46,12 @@ from model.answers.candidates import (
     whole_name,
 )
 from model.answers.checks import taken_by_others, unclaimed_entities
-from model.answers.listed import add_listed
 from model.answers.parse import format_extraction
 from model.answers.parties import reopen_unkeyed_parties
 from model.answers.prompt import encode_prompts
 from model.answers.validate import Extraction
 from model.answers.vouch import vouched
+from model.answers.widen import widen
 from model.clock import ms_since
 from model.values.entities import EntityFinder
 from schemas.messages import Candidate, Document, ReviewCode, ReviewReason, Span
@@ -131,7 +131,7 @@ class Backoff:
             alone = all(offers[id(extraction), c.text] == 1 for c in candidates)
             _pick(doc, extraction, label, candidates, [next(scores) for _ in candidates], alone)
         for (doc, extraction, _), entities in zip(todo, found, strict=True):
-            add_listed(doc, extraction, entities)
+            widen(doc, extraction, entities)
         cost.labels, cost.candidates = len(asks), len(pairs)
         cost.score_ms = ms_since(started)
         return cost

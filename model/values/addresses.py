@@ -10,6 +10,7 @@ an address (区, 路, 号, 楼, 室 ...), with nothing between them, up to a hou
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 _UNIT = (
     "省|自治区|市|区|县|镇|乡|街道|大道|路|街|巷|弄|胡同|号院|号|栋|幢|座|楼|层|室|单元|"
@@ -33,3 +34,19 @@ def address_end(text: str, start: int) -> int | None:
         return None
     tail = _ADDRESS.match(found.group(), numbers[-1].end())
     return start + (tail.end() if tail else numbers[-1].end())
+
+
+# A part of a place that is a street or a site, not a district: a place's district stops before it.
+_STREET = re.compile(r"(?:路|街|道|巷|弄|胡同|号|楼|室|广场|大厦|中心|园)$")
+
+
+def district_end(places: Sequence[tuple[int, int, str]], start: int, end: int) -> int | None:
+    """Where a place written from `start` to `end` ends with its districts: the places (start, end,
+    text) that continue it with nothing between (厦门 思明区, 北京 海淀, 上海市 静安区) or that begin
+    where it does and run on (天津滨海新区 for 天津), up to a street or a site (南京西路); None where
+    none continues it."""
+    ends = {p_end for p_start, p_end, text in places if p_start == start and p_end > end and not _STREET.search(text)}
+    at = max(ends, default=end)
+    while nxt := next((p for p in places if p[0] == at and not _STREET.search(p[2])), None):
+        at = nxt[1]
+    return at if at > end else None

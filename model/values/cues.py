@@ -18,7 +18,7 @@ import functools
 import re
 from typing import NamedTuple
 
-from model.values.forms import KEYS, keyed_values
+from model.values.forms import KEYS, closed_end, keyed_values
 from model.values.lexicon import ENGLISH_LEGAL_FORMS, organisation_ok, person_ok
 
 _NUM = "[0-9０-９]"
@@ -47,6 +47,13 @@ _DIAGNOSIS = re.compile(
     r"(?:(?:确诊为|诊断为|考虑为?)\s*|(?:临床|初步|出院|入院|门诊|主检)?(?:诊断(?:结果)?|印象|结论)(?:\s*[:：│|]\s*|\s+))"
     rf"(?P<value>[^，,。；;:：\n│|\s][^，,。；;:：\n│|]{{1,39}}(?:{_BROKEN_TAIL})?)"
 )
+# A numbered list's item mark (1. 2、 3）): no part of the item's value.
+_ITEM_MARK = re.compile(r"[0-9０-９]{1,2}\s?[.．、)）]\s*")
+# Between two items of a list of values under one key: a semicolon, a 、, or the next numbered line.
+ITEM_GAP = r"\s*(?:[；;、]|\n\s*[0-9０-９]{1,2}\s?[.．、)）])\s*"
+# A list's closing remark that names no finding.
+_NO_FINDING = re.compile(r"未见|无明显|无异常|均正常|未发现")
+_NEXT_ITEM = re.compile(rf"{ITEM_GAP}(?P<value>[^，,。；;:：\n│|\s][^，,。；;:：\n│|]{{1,39}})")
 # A job title after its key (岗位：…, 【职位】…) or after a verb of hiring, up to a head count or the clause's end.
 _TITLE_STOP = r"[，,。；;、！!\n│|\t/】]"
 _HEADS = "[0-9０-９一二两三四五六七八九十几]+\\s?[名位个]"
@@ -149,8 +156,17 @@ def cued_values(text: str, label: str) -> tuple[Cued, ...]:
             found.append(Cued(m.group(group), m.start(group), m.end(group)))
     elif label == "诊断结果":
         for m in _DIAGNOSIS.finditer(text):
-            value = m.group("value").rstrip()
-            found.append(Cued(value, m.start("value"), m.start("value") + len(value)))
+            start, value = m.start("value"), m.group("value").rstrip()
+            if mark := _ITEM_MARK.match(value):
+                start, value = start + mark.end(), value[mark.end() :]
+            value = text[start : closed_end(text, start, start + len(value))]
+            found.append(Cued(value, start, start + len(value)))
+            # A list of diagnoses after the one key: 2型糖尿病；糖尿病肾病Ⅲ期, or numbered lines.
+            while item := _NEXT_ITEM.match(text, found[-1].end):
+                value = item.group("value").rstrip()
+                if _NO_FINDING.search(value):
+                    break  # 其余项目未见明显异常 closes the list: no diagnosis
+                found.append(Cued(value, item.start("value"), item.start("value") + len(value)))
     elif label == "职位名称":
         for m in _TITLE.finditer(text):
             group = next(g for g in ("key", "verb", "lack") if m.group(g))

@@ -131,7 +131,7 @@ _NEXT_LINE_HEAD = re.compile(r"\n([^\s│|\t:：，,；;。]{1,6})")
 def _whole(text: str, start: int, end: int) -> int:
     """Where the value from `start` ends: past an English legal form after a comma (Co., Ltd.) and
     the head of the next line where OCR broke a name there (股份有\n限公司), less a closing gloss
-    (本科及以上（材料、机械相关专业）)."""
+    (本科及以上（材料、机械相关专业）), and past parentheses OCR broke open."""
     if form := _LEGAL_FORM.match(text, end):
         end = form.end()
     if (head := _NEXT_LINE_HEAD.match(text, end)) and not organisation_ok(text[start:end]):
@@ -139,4 +139,15 @@ def _whole(text: str, start: int, end: int) -> int:
         end = end + 1 + joins[0] if joins else end
     if gloss := _GLOSS.search(text[start:end]):
         end = start + gloss.start() if gloss.start() > 0 else end
-    return end
+    return closed_end(text, start, end)
+
+
+_CLOSING = re.compile(r"\n[^\n]{0,12}?[）)]")
+
+
+def closed_end(text: str, start: int, end: int) -> int:
+    """Where a value ends that OCR broke inside its parentheses (甲状腺结节（TI-RADS 3\n类）): past the
+    closing one on the next line."""
+    value = text[start:end]
+    unclosed = value.count("（") + value.count("(") > value.count("）") + value.count(")")
+    return closing.end() if unclosed and (closing := _CLOSING.match(text, end)) else end

@@ -1,12 +1,14 @@
-"""Values listed beside a value (model/values/lists.py, model/answers/listed.py): the items of a list
-the model answered one of, each a name of the label's type, added in a record that goes to review."""
+"""Values widened in a record that goes to review (model/values/lists.py, model/answers/widen.py):
+the other items of a list the model answered one of, a job's place with its district, the cued value
+the model's value begins."""
 
 from __future__ import annotations
 
 import json
 
-from model.answers.listed import add_listed
 from model.answers.validate import Extraction
+from model.answers.widen import add_cued, add_districts, add_listed
+from model.values.cues import cued_values
 from model.values.entities import Entity
 from model.values.lists import siblings
 from schemas.decode import decode_document
@@ -98,3 +100,52 @@ def test_a_list_item_running_on_past_its_name_gives_the_name_and_no_latin_part()
     assert [s.text for s in extraction.fields["组织机构"]] == ["高瓴创投", "中金资本"]
     # Müller is a part of Anna Müller, whom LAC did not read whole: no value.
     assert [s.text for s in extraction.fields["人物"]] == ["钟子墨"]
+
+
+def test_a_jobs_place_in_review_takes_the_district_the_text_writes_after_it() -> None:
+    doc = _doc("厦门鹭岛餐饮管理有限公司招门店经理，工作在厦门思明区，月薪8000元。", "job_ad")
+    places = _entities(doc.text, "LOC", ["思明区"])
+    at = doc.text.index("厦门思明区")
+    places.append(Entity("LOC", at, at + 2, "厦门"))
+    # The model's span is the city's first occurrence, in the company's name.
+    extraction = _record(doc, {"工作地点": "厦门"}, review=True)
+    add_districts(doc, extraction, places)
+    [span] = extraction.fields["工作地点"]
+    assert (span.text, span.start) == ("厦门思明区", at)
+    assert [(r.code, r.value) for r in extraction.reasons if r.label == "工作地点"] == [
+        (ReviewCode.VALUE_BOUNDARY, "厦门思明区")
+    ]
+    # Not past a street, and not in a record bound for fields.
+    street = _doc("办公地点：上海市静安区南京西路。", "job_ad")
+    record = _record(street, {"工作地点": "上海市"}, review=True)
+    add_districts(street, record, _entities(street.text, "LOC", ["上海市", "静安区", "南京西路"]))
+    assert record.fields["工作地点"][0].text == "上海市静安区"
+    bound = _record(doc, {"工作地点": "厦门"}, review=False)
+    add_districts(doc, bound, places)
+    assert bound.fields["工作地点"][0].text == "厦门" and bound.reasons == []
+
+
+def test_a_value_in_review_takes_the_cued_value_it_begins_and_its_lists_other_items() -> None:
+    text = "出院记录\n出院诊断：\n1. 高血压病3级（极高危）\n2. 冠状动脉粥样硬化性心脏病\n3. 高脂血症\n主治医师：时雨辰"
+    doc = _doc(text, "medical")
+    extraction = _record(doc, {"诊断结果": "高血压病3级"}, review=True)
+    add_cued(doc, extraction)
+    assert [s.text for s in extraction.fields["诊断结果"]] == [
+        "高血压病3级（极高危）",
+        "冠状动脉粥样硬化性心脏病",
+        "高脂血症",
+    ]
+    codes = [(r.code, r.value) for r in extraction.reasons if r.label == "诊断结果"]
+    assert codes[0] == (ReviewCode.VALUE_BOUNDARY, "高血压病3级（极高危）")
+    # A closed vocabulary's spellings nest by design: 本科 stays 本科 beside 本科及以上学历.
+    resume = _doc("学历：本科及以上学历", "resume")
+    record = _record(resume, {"学历": "本科"}, review=True)
+    add_cued(resume, record)
+    assert record.fields["学历"][0].text == "本科"
+
+
+def test_a_diagnosis_ocr_broke_inside_its_parentheses_reads_whole() -> None:
+    text = "诊 断 ：甲状腺结节（TI-RADS 3\n类）\n医 生 ：龙 海 燕"
+    assert [c.text for c in cued_values(text, "诊断结果")] == ["甲状腺结节（TI-RADS 3\n类）"]
+    listed = cued_values("入院诊断：2型糖尿病；糖尿病肾病Ⅲ期\n", "诊断结果")
+    assert [c.text for c in listed] == ["2型糖尿病", "糖尿病肾病Ⅲ期"]
