@@ -13,6 +13,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from model.answers.backoff import Backoff, ModelScorer, _groups
 from model.answers.candidates import extend_cut_values, in_role, offered, whole_name
 from model.answers.checks import claimed, document_reasons, taken_values, unclaimed_entities
+from model.answers.parties import nameless_parties
 from model.answers.validate import Extraction
 from model.answers.vouch import vouched
 from model.build import build_engine
@@ -455,3 +456,45 @@ def test_values_not_of_their_type_claim_no_candidate(tiny) -> None:
 def test_an_entity_lac_ran_over_a_line_break_is_one_lines(tag, text, entity) -> None:
     at, found = _one_line(tag, 10, text)
     assert found == entity and (not found or text[at - 10 :].startswith(found))
+
+
+def test_latin_words_lac_tags_apart_are_one_name_and_one_character_is_none() -> None:
+    text = "国际邮轮母港集团总裁Henrik Larsen与许文澜出席。受检者 Linda 卢，主检医师 方"
+    people = [e.text for e in finder()(text) if e.tag == "PER"]
+    assert "Henrik Larsen" in people and "Henrik" not in people
+    doc = _doc(text, "medical")
+    offered_names = [c.text for c in offered(doc, "患者姓名", finder()(text), [])]
+    assert all(len(name) > 1 for name in offered_names) and "Linda 卢" in offered_names
+
+
+def test_an_organisation_matched_in_two_runs_is_one_mention() -> None:
+    # The pattern stops at the first suffix (大学); the part after it alone names nothing.
+    found = mentions("主治医师：时雨辰     徐州医科大学附属医院")["organisation"]
+    assert found == ("徐州医科大学", "徐州医科大学附属医院")
+    text = "近日，内蒙古伊利实业集团股份有限公司与新西兰林肯大学签署"
+    assert "股份有限公司" not in mentions(text)["organisation"]
+
+
+@pytest.mark.parametrize(
+    ("text", "value", "named"),
+    [
+        ("甲方：青岛海蓝生物科技有限公司\n关于本合同", "关于", False),  # a word of the dictionary, no name
+        ("乙方：白露\n签约方：甲方与乙方", "方", False),  # one character
+        ("乙方：沈卓然 2024年签", "2024", False),  # no letter
+        ("由甲方和长沙星城餐饮管理有限公司签订", "和长沙", False),  # led by a function word
+        ("乙方：白露\n", "白露", True),
+        ("甲方：江苏苏电智慧能源有限公司", "江苏", True),  # cut short: extended, not replaced
+    ],
+)
+def test_a_party_value_that_names_no_one_is_mistyped(text: str, value: str, named: bool) -> None:
+    doc = _doc(text, "contract")
+    extraction = _cut_record(doc, {"乙方": value})
+    nameless_parties(doc, extraction)
+    assert [r.code for r in extraction.reasons] == ([] if named else [ReviewCode.TYPE_MISMATCH])
+
+
+def test_a_company_named_after_a_function_word_is_named() -> None:
+    doc = _doc("甲方（用人单位）：同兴万点科技有限公司（以下简称“甲方”）", "contract")
+    extraction = _cut_record(doc, {"甲方": "同兴万点科技有限公司"})
+    nameless_parties(doc, extraction)
+    assert extraction.reasons == []

@@ -68,6 +68,12 @@ def test_a_job_title_after_its_key_or_a_verb_of_hiring_and_a_term_after_its_key(
     assert texts("乙方受聘为甲方编辑，聘期一年，自2020年", "合同期限") == ["一年"]
     assert texts("劳动合同期限为3年，试用期", "合同期限") == ["3年"]
     assert texts("│ 合同期限   │ 三十六个月    │", "合同期限") == ["三十六个月"]
+    # A term after its start, or written as its first and last day (OCR broke the second).
+    assert texts("开发周期为自本协议生效起十八个月。", "合同期限") == ["十八个月"]
+    assert texts("履约期：合同签订后九十日内交货", "合同期限") == ["九十日"]
+    assert texts("实习期 ：2025年7月1日至2025年9\n月30日\n", "合同期限") == ["2025年7月1日至2025年9\n月30日"]
+    # A probation is no contract term.
+    assert texts("试用期三个月", "合同期限") == []
 
 
 def test_a_news_event_led_by_its_verb_with_and_without_the_announcement() -> None:

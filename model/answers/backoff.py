@@ -47,7 +47,7 @@ from model.answers.candidates import (
 )
 from model.answers.checks import taken_by_others, unclaimed_entities
 from model.answers.parse import format_extraction
-from model.answers.parties import reopen_unkeyed_parties
+from model.answers.parties import nameless_parties, reopen_unkeyed_parties
 from model.answers.prompt import encode_prompts
 from model.answers.validate import Extraction
 from model.answers.vouch import vouched
@@ -93,6 +93,7 @@ class Backoff:
         pairs_in = list(zip(docs, extractions, strict=True))
         for doc, extraction in pairs_in:
             reopen_unkeyed_parties(doc, extraction)
+            nameless_parties(doc, extraction)
         todo = [(doc, ex, labels) for doc, ex in pairs_in if (labels := open_labels(doc, ex))]
         found = self.find.many([doc.text for doc, _, _ in todo])
         cost.lexicon_documents, cost.lexicon_ms = len(todo), ms_since(started)

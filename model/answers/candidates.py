@@ -82,11 +82,12 @@ def offered(
     """A label's candidates: its sources' values that no label took, each once, in order of appearance."""
     tags, types = sources(doc, label)
     found = [Candidate(text=e.text, start=e.start, end=e.end, score=0.0, source=f"lac:{e.tag}") for e in entities]
-    # A bare suffix (公司) LAC tags as an organisation names none.
+    # A bare suffix (公司) LAC tags as an organisation names none, nor does one character (a surname
+    # alone, 方 beside Linda 卢; 页 of a page footer): the model, made to choose, took such a part.
     found = [
         c
         for c, e in zip(found, entities, strict=True)
-        if e.tag in tags and not (e.tag == "ORG" and e.text in organisation_suffixes())
+        if e.tag in tags and len(e.text.strip()) > 1 and not (e.tag == "ORG" and e.text in organisation_suffixes())
     ]
     written = mentions(doc.text)
     for kind in types:

@@ -47,6 +47,8 @@ class Words:
     # and organisations' (`nt`) that the shipped lexicons accept.
     persons: tuple[str, ...] = ()
     organisations: tuple[str, ...] = ()
+    # The tagger's words: (start, end, part-of-speech tag), in text order.
+    tagged: tuple[tuple[int, int, str], ...] = ()
 
 
 @functools.cache
@@ -80,8 +82,10 @@ def words_of(text: str) -> Words:
     pairs = [(p.word, p.flag) for p in tagger.cut(text, HMM=True)]
     tokenizer.forget()
     position = 0
+    tagged = []
     for word, flag in pairs:
         start, position = position, position + len(word)
+        tagged.append((start, position, flag))
         edges.add(position)
         if len(word) > 1 and flag.startswith(NAME_TAGS):
             inside.update(range(start + 1, position))
@@ -90,7 +94,13 @@ def words_of(text: str) -> Words:
             if flag in NAME_PART_TAGS:
                 tails.add(start)
     return Words(
-        frozenset(edges), frozenset(inside), frozenset(heads), frozenset(tails), _persons(pairs), _organisations(pairs)
+        frozenset(edges),
+        frozenset(inside),
+        frozenset(heads),
+        frozenset(tails),
+        _persons(pairs),
+        _organisations(pairs),
+        tuple(tagged),
     )
 
 

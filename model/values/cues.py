@@ -69,10 +69,14 @@ _TITLE = re.compile(
     re.MULTILINE,
 )
 # A contract's term: a duration after the words that announce one (期限为三年, 聘期一年, 为期六个月).
+_TERM_DATE = r"[0-9０-９]{4}\s*年\s*[0-9０-９]{1,2}\s*月\s*[0-9０-９]{1,2}\s*日"
 _TERM = re.compile(
-    r"(?:合同期限|劳动合同期限|雇佣期限|服务期限|期限|聘期|租期|服务期|有效期|为期|期为|共|Term)\s*(?:为|是|[:：│|])?\s*"
-    r"(?P<value>(?:[0-9０-９]+|[一二两三四五六七八九十百零壹贰叁肆伍陆柒捌玖拾]+)\s?"
-    r"(?:个月|个工作日|年|周|天|日|years?|months?|days?))"
+    r"(?:合同期限|劳动合同期限|雇佣期限|服务期限|期限|聘期|租期|服务期|有效期|为期|期为|共|Term"
+    r"|开发周期|服务周期|顾问期|履约期|实习期|合作期|租赁期|工期)\s*(?:为|是|[:：│|])?\s*"
+    # The term's start before its length: 自本协议生效起十八个月, 合同签订后九十日内.
+    r"(?:自[^，,。；;\n]{1,12}?起|合同签订后|签订后)?"
+    rf"(?P<value>{_TERM_DATE}\s*(?:至|到|-|—|~)\s*{_TERM_DATE}"
+    r"|(?:[0-9０-９]+|[一二两三四五六七八九十百零壹贰叁肆伍陆柒捌玖拾]+)\s?(?:个月|个工作日|年|周|天|日|years?|months?|days?))"
 )
 # A news event: a clause led by a verb of what organisations do in the news (签署…, 举办…, 宣布…),
 # up to the clause's end.

@@ -47,9 +47,9 @@ _lock = threading.Lock()
 
 
 @functools.lru_cache(maxsize=4096)
-def _lac_entities(text: str) -> tuple[Entity, ...]:
+def _lac_entities(source: str) -> tuple[Entity, ...]:
     found, position = [], 0
-    for word, tag in _analyser().run(text):
+    for word, tag in _analyser().run(source):
         start, position = position, position + len(word)
         # LAC's words may hold the line breaks and spaces around them ("\n公司"): trimmed off.
         text = word.strip()
@@ -59,7 +59,30 @@ def _lac_entities(text: str) -> tuple[Entity, ...]:
                 at, text = _one_line(tag, at, text)
             if text:
                 found.append(Entity(tag, at, at + len(text), text))
-    return tuple(found)
+    return tuple(_latin_names(source, found))
+
+
+_LATIN_WORD = re.compile(r"[A-Za-z][A-Za-z.'\-]*")
+
+
+def _latin_names(source: str, found: list[Entity]) -> list[Entity]:
+    """Latin words LAC tags apart as one name's parts (Henrik / Larsen, Christian / Bruch): entities of
+    one tag, each a Latin word, one space apart, joined into the name they make."""
+    joined: list[Entity] = []
+    for e in found:
+        last = joined[-1] if joined else None
+        if (
+            last is not None
+            and last.tag == e.tag
+            and e.start == last.end + 1
+            and source[last.end] == " "
+            and _LATIN_WORD.fullmatch(e.text)
+            and all(_LATIN_WORD.fullmatch(w) for w in last.text.split(" "))
+        ):
+            joined[-1] = Entity(e.tag, last.start, e.end, f"{last.text} {e.text}")
+        else:
+            joined.append(e)
+    return joined
 
 
 _HAN = re.compile(r"[\u4e00-\u9fff]")

@@ -83,12 +83,24 @@ _LATIN_THEN_CJK = re.compile(r"^(?P<latin>.*[a-z] ?)(?P<cjk>[\u4e00-\u9fff]{1,3}
 MENTIONED_TYPES: tuple[FieldType, ...] = tuple(_PATTERNS)
 
 
+def _matched(kind: FieldType, pattern: re.Pattern[str], text: str) -> list[str]:
+    """The pattern's matches; an organisation's run on where the one before ended, joined to it: the
+    pattern stops at the first suffix, so 徐州医科大学附属医院 is matched as 徐州医科大学 and
+    附属医院, and the second alone names nothing (the model, made to choose, took 附属医院)."""
+    found, start, end = [], -1, -1
+    for m in pattern.finditer(text):
+        start = start if kind == "organisation" and m.start() == end else m.start()
+        end = m.end()
+        found.append(text[start:end])
+    return found
+
+
 @functools.lru_cache(maxsize=256)
 def mentions(text: str) -> dict[FieldType, tuple[str, ...]]:
     """Per type, the distinct values of that type the text writes, in order of first occurrence."""
     found: dict[FieldType, tuple[str, ...]] = {}
     for kind, pattern in _PATTERNS.items():
-        values = dict.fromkeys(v for m in pattern.finditer(text) for v in _spellings(kind, m.group().strip()))
+        values = dict.fromkeys(v for m in _matched(kind, pattern, text) for v in _spellings(kind, m.strip()))
         # A form's key is no value (毕业学校 reads as a school to the organisation pattern), nor is a
         # bare suffix (股份有限公司 after 内蒙古伊利实业集团, whose 集团 ended the match before it).
         found[kind] = tuple(v for v in values if matches(kind, v) and v not in FORM_KEYS | organisation_suffixes())
