@@ -18,6 +18,7 @@ from model.answers.validate import Extraction
 from model.answers.vouch import vouched
 from model.build import build_engine
 from model.values.addresses import address_end
+from model.values.cues import in_vocabulary
 from model.values.entities import Entity, EntityFinder, _one_line, finder, read_user_dictionary
 from model.values.mentions import mentions
 from schemas.decode import decode_document
@@ -498,3 +499,20 @@ def test_a_company_named_after_a_function_word_is_named() -> None:
     extraction = _cut_record(doc, {"甲方": "同兴万点科技有限公司"})
     nameless_parties(doc, extraction)
     assert extraction.reasons == []
+
+
+@pytest.mark.parametrize(
+    ("label", "value", "worded"),
+    [
+        ("学历", "华南理", False),
+        ("学历", "中", False),
+        ("学历", "本科及以上学历", True),
+        ("学历要求", "学历不限", True),
+        ("学历", "Bachelor's degree", True),
+        ("性别", "女", True),
+        ("性别", "女士", False),
+        ("姓名", "中", True),
+    ],
+)
+def test_a_closed_vocabularys_value_holds_one_of_its_words(label: str, value: str, worded: bool) -> None:
+    assert in_vocabulary(label, value) is worded

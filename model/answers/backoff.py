@@ -46,6 +46,7 @@ from model.answers.candidates import (
     whole_name,
 )
 from model.answers.checks import taken_by_others, unclaimed_entities
+from model.answers.closed import unworded_values
 from model.answers.parse import format_extraction
 from model.answers.parties import nameless_parties, reopen_unkeyed_parties
 from model.answers.prompt import encode_prompts
@@ -94,6 +95,7 @@ class Backoff:
         for doc, extraction in pairs_in:
             reopen_unkeyed_parties(doc, extraction)
             nameless_parties(doc, extraction)
+            unworded_values(doc, extraction)
         todo = [(doc, ex, labels) for doc, ex in pairs_in if (labels := open_labels(doc, ex))]
         found = self.find.many([doc.text for doc, _, _ in todo])
         cost.lexicon_documents, cost.lexicon_ms = len(todo), ms_since(started)

@@ -27,6 +27,20 @@ _DEGREE = re.compile(
     r"(?:统招|全日制)?(?:博士研究生|硕士研究生|博士|硕士|研究生|本科|大专|专科|中专|高中|初中)"
     r"(?P<above>及以上|以上)?(?P<unit>学历|学位)?"
 )
+# A closed vocabulary's words: a value of its label holds one (华南理 and 中 hold none).
+_VOCABULARY = {
+    "学历": re.compile(rf"{_DEGREE.pattern}|学士|MBA|EMBA|不限|Bachelor|Master|Ph\.?D|Doctor", re.IGNORECASE),
+    "性别": re.compile(r"^\s*(?:男|女|男性|女性|male|female|M|F)\s*$", re.IGNORECASE),
+}
+_VOCABULARY["学历要求"] = _VOCABULARY["学历"]
+
+
+def in_vocabulary(label: str, value: str) -> bool:
+    """Whether a value of a closed-vocabulary label (学历, 学历要求, 性别) holds one of its words;
+    True for any other label."""
+    return label not in _VOCABULARY or _VOCABULARY[label].search(value) is not None
+
+
 _AGE = re.compile(
     rf"(?<![0-9０-９])(?P<figure>{_NUM}{{1,3}})\s?(?:周岁|岁)|(?<!{_CN_NUM})(?P<words>{_CN_NUM}{{1,4}})(?:周岁|岁)"
 )
