@@ -191,3 +191,8 @@ def test_a_contract_party_left_none_beside_an_unclaimed_name_is_reviewed(corpus)
     assert [r.value for r in reasons] == ["周晓梅", "周晓梅"]  # 云栖, jieba's nr, is the company's word
     # A doctor's name jieba splits as 潘/nr 建华/nz is still a person's name in the text.
     assert "潘建华" in typed_mentions(docs["freeform-medical-08"].text)["person"]
+
+
+def test_english_dates_are_mentions() -> None:
+    text = "Reuters — June 12, 2025 — BYD. Seen on 28 February 2026. Junes 12, 2025 is none."
+    assert mentions(text)["date"] == ("June 12, 2025", "28 February 2026")

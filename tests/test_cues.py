@@ -151,3 +151,11 @@ def test_true_records_raise_no_cue_reason_and_most_true_values_are_cued(corpus: 
                 cued += bool(set(values[label]) & set(texts(doc.text, label)))
     # Measured: freeform 69/79, layouts 46/64, mixed 33/61, generated 326/338 (events of no verb: 通过…认定).
     assert wanted and cued / wanted >= 0.5, (cued, wanted)
+
+
+def test_an_english_sex_and_age_in_a_list_of_their_own() -> None:
+    text = "Re: Oliver 吴, male, 7 years\nSeen on 28 February 2026"
+    assert (texts(text, "性别"), texts(text, "年龄")) == (["male"], ["7 years", "7"])
+    # Years of experience are no age; a word inside another is no sex.
+    assert texts("with 5 years of experience", "年龄") == []
+    assert texts("Females and males, 12 teams", "性别") == []

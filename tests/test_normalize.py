@@ -31,6 +31,11 @@ FORMATS = [
     ("date", "２０２４／０３／１５", ("2024-03-15", None, None, None)),
     ("date", "2024 年 3 月 15 日", ("2024-03-15", None, None, None)),
     ("date", "2024年3月15日（星期五）", ("2024-03-15", None, None, None)),
+    ("date", "March 15, 2024", ("2024-03-15", None, None, None)),
+    ("date", "15 March 2024", ("2024-03-15", None, None, None)),
+    ("date", "Sept. 3rd, 2024", ("2024-09-03", None, None, None)),
+    ("date", "3rd of September, 2024", ("2024-09-03", None, None, None)),
+    ("date", "May 2025", ("2025-05", None, None, None)),
     ("date", "2024/02/29", ("2024-02-29", None, None, None)),
     ("date", "2024年3月", ("2024-03", None, None, None)),
     ("date", "2024年3月份", ("2024-03", None, None, None)),
@@ -111,6 +116,8 @@ FORMATS = [
 ]
 
 NOT_OF_THEIR_TYPE = [
+    ("date", "Mayday 12, 2025"),
+    ("date", "February 30, 2024"),
     ("date", "2024年2月30日"),
     ("date", "2023/02/29"),
     ("date", "2024-13-01"),

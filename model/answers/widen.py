@@ -208,7 +208,11 @@ def _items_of(text: str, names: frozenset[tuple[int, int]], kind: str | None) ->
         # the value is the name at the item's edge, and the list ends there.
         inside = [n for n in names if (n[0] == start and n[1] < end if right else n[1] == end and n[0] > start)]
         # Not a part of a longer Latin name (Müller of Dr. Anna Müller).
-        inside = [n for n in inside if not _LATIN_BEFORE.search(text, 0, n[0]) and not _LATIN_AFTER.match(text, n[1])]
+        inside = [
+            n
+            for n in inside
+            if not _LATIN_BEFORE.search(text, max(0, n[0] - 2), n[0]) and not _LATIN_AFTER.match(text, n[1])
+        ]
         if not right and inside:
             return max(inside, key=lambda n: n[1] - n[0])
         # A whole organisation's name LAC splits (西门子（中国）有限公司).

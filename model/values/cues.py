@@ -43,6 +43,8 @@ def in_vocabulary(label: str, value: str) -> bool:
 
 _AGE = re.compile(
     rf"(?<![0-9０-９])(?P<figure>{_NUM}{{1,3}})\s?(?:周岁|岁)|(?<!{_CN_NUM})(?P<words>{_CN_NUM}{{1,4}})(?:周岁|岁)"
+    # English: 7 years, 35 years old, 62-year-old, 45 y/o
+    r"|(?<![0-9A-Za-z])(?P<english>[0-9]{1,3})(?:\s?years?(?:\s?old)?|-year-old|\s?y/o)(?![A-Za-z]|\s?of\b)"
 )
 # A sex after its key (性别：男, 性  别 男), beside an age (男，45岁), or a word of its own in a list
 # (许嘉怡，女，1996年生 / 姓名 段宏伟 | 男 |).
@@ -50,7 +52,9 @@ _SEP = r"[，,、|│/\s（()）]"
 _SEX = re.compile(
     r"性\s*别\s*[:：│|]?\s*(?P<value>[男女])"
     rf"|(?P<beside>[男女])\s?[，,、/\s]\s?(?:{_NUM}{{1,3}}|{_CN_NUM}{{1,4}})(?:周岁|岁)"
-    rf"|(?:^|(?<={_SEP}))(?P<word>[男女])(?={_SEP}|$)",
+    rf"|(?:^|(?<={_SEP}))(?P<word>[男女])(?={_SEP}|$)"
+    # English, a word of its own in a list (Oliver 吴, male, 7 years)
+    r"|(?<=[,;/|] )(?P<english>[Mm]ale|[Ff]emale)(?=[,;/|.]|$)",
     re.MULTILINE,
 )
 # A clause OCR broke over a line: the next line's head up to the clause's end, when short.
@@ -166,11 +170,11 @@ def cued_values(text: str, label: str) -> tuple[Cued, ...]:
             found += [Cued(text[m.start() : end], m.start(), end) for end in dict.fromkeys((m.end(), unit_less, bare))]
     elif label == "年龄":
         for m in _AGE.finditer(text):
-            number = "figure" if m.group("figure") else "words"
+            number = next(g for g in ("figure", "words", "english") if m.group(g))
             found += [Cued(m.group(), m.start(), m.end()), Cued(m.group(number), m.start(number), m.end(number))]
     elif label == "性别":
         for m in _SEX.finditer(text):
-            group = next(g for g in ("value", "beside", "word") if m.group(g))
+            group = next(g for g in ("value", "beside", "word", "english") if m.group(g))
             found.append(Cued(m.group(group), m.start(group), m.end(group)))
     elif label == "诊断结果":
         for m in _DIAGNOSIS.finditer(text):

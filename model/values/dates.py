@@ -25,6 +25,17 @@ _YEAR = re.compile(r"(?P<y>\d{4})年?")
 _QUARTER = re.compile(r"(?P<y>\d{4})(?:年|-)?(?:第(?P<q>[1-4])季度?|(?P<q2>[1-4])季度|[Qq](?P<q3>[1-4]))")
 _HALF = re.compile(r"(?P<y>\d{4})年(?P<h>上|下)半年")
 # Where a range may split; `-` and `/` also separate a date's own parts, so every split is tried.
+# English dates, read with the spaces taken out (June 12, 2025 -> June12,2025; 28 February 2026).
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+ENGLISH_MONTH = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
+)
+_MONTH = rf"(?P<mon>{ENGLISH_MONTH})"
+_ORDINAL = r"(?:st|nd|rd|th)?"
+_MDY_EN = re.compile(rf"{_MONTH}(?P<d>\d{{1,2}}){_ORDINAL},?(?P<y>\d{{4}})", re.IGNORECASE)
+_DMY_EN = re.compile(rf"(?P<d>\d{{1,2}}){_ORDINAL}(?:of)?{_MONTH},?(?P<y>\d{{4}})", re.IGNORECASE)
+_MY_EN = re.compile(rf"{_MONTH},?(?P<y>\d{{4}})", re.IGNORECASE)
 _RANGE_SEP = re.compile(r"至|到|~|—+|–|-|/")
 
 # The longest real range (二〇二四年十二月三十一日至二〇二五年十二月三十一日) is 25 characters; a cap
@@ -75,6 +86,10 @@ def _day(text: str, inherit: Day | None = None) -> Day | None:
         if found := pattern.fullmatch(text):
             parts = found.groupdict()
             return _valid(int(parts["y"]), _int(parts.get("m")), _int(parts.get("d")))
+    for pattern in (_MDY_EN, _DMY_EN, _MY_EN):
+        if found := pattern.fullmatch(text):
+            month = _MONTHS.index(found["mon"][:3].lower()) + 1
+            return _valid(int(found["y"]), month, _int(found.groupdict().get("d")))
     found = _YMD_CN.fullmatch(text)
     if found is None or not any(found.groups()):
         return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import re
 
+from model.values.dates import ENGLISH_MONTH
 from model.values.field_types import matches
 from model.values.forms import FORM_KEYS
 from model.values.lexicon import organisation_suffixes
@@ -23,6 +24,7 @@ BIG = "[零壹贰叁肆伍陆柒捌玖拾佰仟万亿一二三四五六七八九
 # Between a phone's digit groups: a dash (with spaces around it, as OCR and typists leave them) or
 # one space (０２０-3889 1456, 0519 - 8699 2317, １３９－１０２８－６６７３).
 _GAP = r"(?:\s?[-－]\s?| |\u3000)?"
+_EN_MONTH = rf"(?i:{ENGLISH_MONTH})"
 _PATTERNS: dict[FieldType, re.Pattern[str]] = {
     "phone": re.compile(
         rf"(?<![0-9０-９])(?:(?:\+|00|＋)?86{_GAP})?"
@@ -33,6 +35,8 @@ _PATTERNS: dict[FieldType, re.Pattern[str]] = {
     "date": re.compile(
         rf"{D}{{4}}(?:\s?年\s?{D}{{1,2}}\s?月(?:\s?{D}{{1,2}}\s?[日号])?|(?P<sep>[-/.]){D}{{1,2}}(?P=sep){D}{{1,2}})"
         rf"|{CN}{{4}}\s?年\s?{CN}{{1,2}}\s?月(?:\s?{CN}{{1,3}}\s?[日号])?"
+        # June 12, 2025; 28 February 2026 (English months, `parse_date` decides)
+        rf"|(?<![A-Za-z])(?:{_EN_MONTH}\s\d{{1,2}}(?:st|nd|rd|th)?,?\s\d{{4}}|\d{{1,2}}(?:st|nd|rd|th)?\s{_EN_MONTH},?\s\d{{4}})"
     ),
     "amount": re.compile(
         rf"(?:人民币|RMB|CNY|[¥￥$])\s?{D}[0-9０-９,，]*(?:\.{D}+)?(?:百万|千万|亿|万|千)?元?"
