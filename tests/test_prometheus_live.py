@@ -63,7 +63,8 @@ def decide_one(port: int, timeout_s: float = 60) -> None:
         assert time.monotonic() < deadline, "the desk showed no review record"
         time.sleep(0.5)
     form = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', page)) | {"action": "accept"}
-    answer = opener.open(base + "/decide", urllib.parse.urlencode(form).encode(), timeout=30).read().decode()
+    # The desk may take up to its three transactional calls' bound, 3 x (transaction timeout + grace) = 36 s.
+    answer = opener.open(base + "/decide", urllib.parse.urlencode(form).encode(), timeout=60).read().decode()
     assert "accepted." in answer, answer[-2000:]  # the desk's next page says what was decided
 
 
