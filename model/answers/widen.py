@@ -27,7 +27,7 @@ from model.values.field_types import matches
 from model.values.lists import Test, siblings
 from model.values.mentions import mentions
 from schemas.field_sets import SINGLE_VALUE_LABELS
-from schemas.messages import Document, ReviewCode, ReviewReason
+from schemas.messages import Document, ReviewCode, ReviewReason, Span
 
 # Labels whose place is as precise as the text writes it: where a job is, a city and its district
 # (the hand-written corpora's writers marked them whole). A news item's 地点 is not one: it is often
@@ -66,18 +66,21 @@ def add_districts(doc: Document, extraction: Extraction, entities: Sequence[Enti
                 fixed.append(span)
                 continue
             start, end = found[0]
-            text = doc.text[start:end]
-            fixed.append(msgspec.structs.replace(span, text=text, start=start, end=end, margin=0.0))
-            extraction.reasons.append(
-                ReviewReason(
-                    code=ReviewCode.VALUE_BOUNDARY,
-                    detail=f"the text writes {span.text!r} on into its district {text!r}: extended to it",
-                    label=label,
-                    value=text,
-                )
-            )
+            why = f"the text writes {span.text!r} on into its district {doc.text[start:end]!r}: extended to it"
+            fixed.append(_moved(doc, extraction, label, span, start, end, ReviewCode.VALUE_BOUNDARY, why))
         if fixed:
             extraction.fields[label] = fixed
+
+
+def _moved(
+    doc: Document, extraction: Extraction, label: str, like: Span, start: int, end: int, code: ReviewCode, why: str
+) -> Span:
+    """`like` moved to text[start:end], with its normal form read again and a margin of 0 (no decode
+    step chose it); the reason saying why goes on the record."""
+    text = doc.text[start:end]
+    extraction.reasons.append(ReviewReason(code=code, detail=why, label=label, value=text))
+    span = msgspec.structs.replace(like, text=text, start=start, end=end, margin=0.0, normalised=None)
+    return normalised(span, doc.field_types.get(label))
 
 
 # Closed-vocabulary labels, whose cued spellings nest by design (本科 in 本科及以上学历): no tail.
@@ -111,15 +114,8 @@ def add_cued(doc: Document, extraction: Extraction) -> None:
                 fixed.append(span)
                 continue
             c = longer[0]
-            fixed.append(msgspec.structs.replace(span, text=c.text, start=c.start, end=c.end, margin=0.0))
-            extraction.reasons.append(
-                ReviewReason(
-                    code=ReviewCode.VALUE_BOUNDARY,
-                    detail=f"the text continues {span.text!r} into {c.text!r} (cue): extended to it",
-                    label=label,
-                    value=c.text,
-                )
-            )
+            why = f"the text continues {span.text!r} into {c.text!r} (cue): extended to it"
+            fixed.append(_moved(doc, extraction, label, span, c.start, c.end, ReviewCode.VALUE_BOUNDARY, why))
         extraction.fields[label] = fixed
         if label in single:
             continue
@@ -130,16 +126,9 @@ def add_cued(doc: Document, extraction: Extraction) -> None:
                     if c.text in have or claimed(c.text, label_kind(doc, label), others):
                         continue
                     have.add(c.text)
-                    item = msgspec.structs.replace(fixed[0], text=c.text, start=c.start, end=c.end, margin=0.0)
+                    why = f"the text lists {c.text!r} with {sorted(have & {g.text for g in group})}: added"
+                    item = _moved(doc, extraction, label, fixed[0], c.start, c.end, ReviewCode.UNCLAIMED_VALUE, why)
                     extraction.fields[label].append(item)
-                    extraction.reasons.append(
-                        ReviewReason(
-                            code=ReviewCode.UNCLAIMED_VALUE,
-                            detail=f"the text lists {c.text!r} with {sorted(have & {g.text for g in group})}: added",
-                            label=label,
-                            value=c.text,
-                        )
-                    )
 
 
 def _lists(text: str, cued: Sequence[Cued]) -> list[list[Cued]]:
@@ -183,16 +172,8 @@ def add_listed(doc: Document, extraction: Extraction, entities: Sequence[Entity]
                 if claimed(text, label_kind(doc, label), others):
                     continue
                 have.add(text)
-                item = msgspec.structs.replace(span, text=text, start=start, end=end, margin=0.0, normalised=None)
-                added.append(normalised(item, doc.field_types.get(label)))
-                extraction.reasons.append(
-                    ReviewReason(
-                        code=ReviewCode.UNCLAIMED_VALUE,
-                        detail=f"the text lists {text!r} beside {span.text!r}: added",
-                        label=label,
-                        value=text,
-                    )
-                )
+                why = f"the text lists {text!r} beside {span.text!r}: added"
+                added.append(_moved(doc, extraction, label, span, start, end, ReviewCode.UNCLAIMED_VALUE, why))
         extraction.fields[label] = [*spans, *added]
 
 
