@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from datetime import UTC, datetime
@@ -37,6 +38,7 @@ from streams.review.app import chosen_spans, desk_app
 from streams.review.decision import Choice, DecisionError, Position, decide
 from streams.review.page import segments
 from streams.review.queue import BUFFERED_MAX, NotYours, Queue
+from streams.review.serve import read_queue
 from streams.settings import Settings, load_settings
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
@@ -434,3 +436,26 @@ def test_the_backlog_counts_records_past_a_paused_partition(desk) -> None:
         queue.poll(0.2)
     assert queue.depth() == BUFFERED_MAX  # still paused: nothing more is read
     poll_until([queue], lambda: queue.backlog()[0] == BUFFERED_MAX + 20 + 30)  # asked of the broker, every 2 s
+
+
+@pytest.mark.kafka
+def test_the_reader_waits_for_records_without_holding_the_queue(desk) -> None:
+    """`seqstream review serve` polls on a thread of its own, back to back. A Python lock is not
+    fair: a reader that held the queue's lock through each wait for the broker and took it back at
+    once kept the pages' threads out for over a minute on a loaded machine (a desk page timed out in
+    CI). Waiting, the reader must leave the lock free."""
+    settings, queue = desk
+    publish(settings, [review_record("polled")])
+    poll_until([queue], lambda: queue.depth() == 1)  # then nothing more arrives: the reader only waits
+    stop = threading.Event()
+    reader = threading.Thread(target=read_queue, args=(queue, stop), daemon=True)
+    reader.start()
+    try:
+        held = []
+        for _ in range(40):
+            time.sleep(0.025)
+            held.append(queue.lock.locked())
+        assert held.count(True) < 10, f"the lock was held at {held.count(True)} of 40 looks"
+    finally:
+        stop.set()
+        reader.join(5)

@@ -111,20 +111,25 @@ class Queue:
         within(timeout + GRACE_S, "init_transactions", lambda: producer.init_transactions(timeout))
         return producer
 
+    # The rebalance callbacks run inside `consume`, on the polling thread, which does not hold the lock there.
     def _assigned(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        for tp in partitions:
-            self.shelves.setdefault(tp.partition, Shelf())
+        with self.lock:
+            for tp in partitions:
+                self.shelves.setdefault(tp.partition, Shelf())
 
     def _revoked(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Its new owner starts from the committed offset: the head this desk showed goes with it.
-        for tp in partitions:
-            self.shelves.pop(tp.partition, None)
-            self.paused_ends.pop(tp.partition, None)
+        with self.lock:
+            for tp in partitions:
+                self.shelves.pop(tp.partition, None)
+                self.paused_ends.pop(tp.partition, None)
 
     def poll(self, timeout: float = 0.2) -> int:
         """Read what arrived; returns how many records. Call from one thread only."""
+        # Waited for outside the lock: a Python lock is not fair, and a poller that held it across
+        # each wait and took it back at once kept the pages' threads from it for minutes.
+        messages = polled_messages(self.consumer.consume(BUFFERED_MAX, timeout))
         with self.lock:
-            messages = polled_messages(self.consumer.consume(BUFFERED_MAX, timeout))
             for message in messages:
                 self._shelve(message)
             self._pause_full()
@@ -286,8 +291,8 @@ class Queue:
             raise DecisionError(f"the decision could not be written ({exc.args[0].str()}): try again") from exc
 
     def close(self) -> None:
+        self.consumer.close()  # not under the lock: closing calls `_revoked`, which takes it
         with self.lock:
-            self.consumer.close()
             self.producer.flush(5)
 
 
