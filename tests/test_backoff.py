@@ -20,7 +20,9 @@ from model.build import build_engine
 from model.values.addresses import address_end
 from model.values.cues import in_vocabulary
 from model.values.entities import Entity, EntityFinder, _one_line, finder, read_user_dictionary
+from model.values.field_types import matches
 from model.values.mentions import mentions
+from model.values.width import han_squeezed
 from schemas.decode import decode_document
 from schemas.messages import Candidate, Processing, ReviewCode, ReviewReason, ReviewRecord, Span, TextWindow
 from streams.flow.routing import route_extraction
@@ -516,3 +518,44 @@ def test_a_company_named_after_a_function_word_is_named() -> None:
 )
 def test_a_closed_vocabularys_value_holds_one_of_its_words(label: str, value: str, worded: bool) -> None:
     assert in_vocabulary(label, value) is worded
+
+
+@pytest.mark.parametrize(
+    ("text", "squeezed"),
+    [
+        ("患 者 姓 名 ：尹 春 华", "患者姓名 ：尹春华"),  # letter-spaced throughout
+        ("董事长许 文 澜在码头", "董事长许文澜在码头"),  # a name spaced inside a sentence
+        ("姓名 韦秀 兰  性别 女", "姓名 韦秀兰  性别 女"),  # OCR's space in a name; a key's space stays
+        ("病\u3000历\u3000首\u3000页", "病历首页"),
+        ("海口讯 海南省商务厅", "海口讯 海南省商务厅"),  # between two words
+        ("王小宝 男", "王小宝 男"),  # a sex after a name
+        ("Henrik Larsen 与许文澜", "Henrik Larsen 与许文澜"),  # no Chinese character on one side
+    ],
+)
+def test_spaces_inside_chinese_words_are_read_without(text: str, squeezed: str) -> None:
+    out, at = han_squeezed(text)
+    assert out == squeezed
+    assert at == [] if out == text else [text[i] for i in at] == list(out)
+
+
+def test_lac_reads_a_letter_spaced_name_whole_and_it_is_a_persons() -> None:
+    text = "船长Henrik Larsen与集团董事长许 文 澜在码头互赠纪念品。姓名 韦秀 兰  性别 女"
+    people = {e.text: (e.start, e.end) for e in finder()(text) if e.tag == "PER"}
+    assert "许 文 澜" in people and "韦秀 兰" in people
+    assert all(text[start:end] == name for name, (start, end) in people.items())
+    assert matches("person", "许 文 澜") and not matches("person", "许 文 澜 男")
+
+
+def test_a_name_cut_at_ocrs_space_and_a_spaced_date_are_extended() -> None:
+    doc = _doc("姓名 韦秀 兰  性别 女\n就诊日期：2023 - 06 - 29", "medical")
+    extraction = _cut_record(doc, {"患者姓名": "韦秀", "就诊日期": "2023"})
+    extend_cut_values(doc, extraction, finder()(doc.text))
+    assert [s.text for s in extraction.fields["患者姓名"]] == ["韦秀 兰"]
+    assert [s.text for s in extraction.fields["就诊日期"]] == ["2023 - 06 - 29"]
+    assert mentions("入院时间 2020年12月\n 8日\n门诊")["date"] == ("2020年12月\n 8日",)
+
+
+def test_a_value_its_labels_type_refuses_claims_nothing() -> None:
+    doc = _doc("医 生 ：龙 海 燕", "medical")
+    taken = taken_values(doc, {"医院名称": [_span(doc.text, "海 燕")], "患者姓名": [_span(doc.text, "龙 海 燕")]})
+    assert taken == [("龙 海 燕", "person")]

@@ -24,6 +24,7 @@ from model.values.entities import Entity, EntityTag
 from model.values.field_types import matches
 from model.values.lexicon import ENGLISH_LEGAL_FORMS, organisation_suffixes
 from model.values.mentions import mentions
+from model.values.width import inner_space
 from schemas.messages import Candidate, Document, ReviewCode, ReviewReason, Span
 
 # A label's candidates, at most this many, in order of appearance: a long document's tail adds cost
@@ -211,8 +212,13 @@ def extend_cut_values(doc: Document, extraction: Extraction, entities: Sequence[
                 if (start == span.start or (source == "address" and doc.text.startswith(span.text, start)))
                 and window.start <= start
                 and start + len(span.text) < end <= window.end
-                # A detector's mention may span OCR's breaks (2023年 7月 1日); LAC's entity stops at one.
-                and (source in (*types, "address") or not doc.text[start + len(span.text)].isspace())
+                # A detector's mention may span OCR's breaks (2023年 7月 1日); LAC's entity stops at one,
+                # unless it is read across letter-spacing (韦秀 兰).
+                and (
+                    source in (*types, "address")
+                    or not doc.text[start + len(span.text)].isspace()
+                    or inner_space(doc.text, start + len(span.text))
+                )
                 and not claimed(doc.text[start:end], label_kind(doc, label), others)
                 and (kind is None or matches(kind, doc.text[start:end]))
             ]

@@ -29,6 +29,7 @@ from model.answers.words import Words, words_of
 from model.grammar.source import CHECKED_TYPES, WordEdges
 from model.values.cues import CUED_LABELS, cued_values
 from model.values.entities import Entity
+from model.values.field_types import matches
 from model.values.lexicon import organisation_suffixes, surnames
 from model.values.mentions import MENTIONED_TYPES, mentions
 from schemas.messages import Document, ReviewCode, ReviewReason, Span
@@ -246,8 +247,14 @@ def label_kind(doc: Document, label: str) -> str | None:
 
 
 def taken_values(doc: Document, fields: Mapping[str, Sequence[Span]]) -> list[tuple[str, str | None]]:
-    """Every value the record holds, with its label's kind."""
-    return [(span.text, label_kind(doc, label)) for label, spans in fields.items() for span in spans]
+    """Every value the record holds, with its label's kind; not one its label's type refuses, which
+    names nothing of that type (医院名称's 海 燕 is no claim on the doctor 龙 海 燕)."""
+    return [
+        (span.text, label_kind(doc, label))
+        for label, spans in fields.items()
+        for span in spans
+        if (kind := doc.field_types.get(label)) is None or matches(kind, span.text)
+    ]
 
 
 def taken_by_others(doc: Document, fields: Mapping[str, Sequence[Span]], label: str) -> list[tuple[str, str | None]]:

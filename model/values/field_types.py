@@ -9,7 +9,7 @@ from model.values.dates import parse_date
 from model.values.lexicon import organisation_ok, person_ok
 from model.values.phones import parse_phone
 from model.values.salaries import negotiable, parse_salary
-from model.values.width import fold_width
+from model.values.width import fold_width, han_squeezed
 from schemas.field_sets import FieldType
 
 ID_CARD = re.compile(r"[0-9]{17}[0-9X]")
@@ -56,10 +56,11 @@ def matches(kind: FieldType, value: str) -> bool:
         return ID_CARD.fullmatch(upper) is not None and id_card_check_digit(upper[:17]) == upper[17]
     if kind == "email":
         return EMAIL.fullmatch(email_address(folded)) is not None
+    # A name letter-spaced or broken by OCR (许 文 澜) is read as written without the spaces.
     if kind == "person":
-        return person_ok(folded)
+        return person_ok(han_squeezed(folded)[0])
     if kind == "organisation":
-        return organisation_ok(folded)
+        return organisation_ok(han_squeezed(folded)[0])
     return True
 
 

@@ -33,7 +33,9 @@ _PATTERNS: dict[FieldType, re.Pattern[str]] = {
     # OCR breaks an address after its @ (emily.chen@ 163.com); the e-mail reader joins it again.
     "email": re.compile(r"[A-Za-z0-9._%+-]+@\s?[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+"),
     "date": re.compile(
-        rf"{D}{{4}}(?:\s?年\s?{D}{{1,2}}\s?月(?:\s?{D}{{1,2}}\s?[日号])?|(?P<sep>[-/.]){D}{{1,2}}(?P=sep){D}{{1,2}})"
+        # OCR's breaks and spaces inside one (2020年12月\n 8日, 2023 - 06 - 29); `parse_date` reads them.
+        rf"{D}{{4}}(?:\s?年\s?{D}{{1,2}}\s?月(?:\s{{0,2}}{D}{{1,2}}\s?[日号])?"
+        rf"|(?P<sep> ?[-/.] ?){D}{{1,2}}(?P=sep){D}{{1,2}})"
         rf"|{CN}{{4}}\s?年\s?{CN}{{1,2}}\s?月(?:\s?{CN}{{1,3}}\s?[日号])?"
         # June 12, 2025; 28 February 2026 (English months, `parse_date` decides)
         rf"|(?<![A-Za-z])(?:{_EN_MONTH}\s\d{{1,2}}(?:st|nd|rd|th)?,?\s\d{{4}}|\d{{1,2}}(?:st|nd|rd|th)?\s{_EN_MONTH},?\s\d{{4}})"
