@@ -559,3 +559,40 @@ def test_a_value_its_labels_type_refuses_claims_nothing() -> None:
     doc = _doc("医 生 ：龙 海 燕", "medical")
     taken = taken_values(doc, {"医院名称": [_span(doc.text, "海 燕")], "患者姓名": [_span(doc.text, "龙 海 燕")]})
     assert taken == [("龙 海 燕", "person")]
+
+
+@pytest.mark.parametrize(
+    ("text", "organisation"),
+    [
+        ("甲方那栏盖的是武汉光谷 Nova 生物医药有限公司的章", "武汉光谷 Nova 生物医药有限公司"),
+        ("讯 —— 厦门 ＩＣＣ 国际邮轮母港集团迎来", "厦门 ＩＣＣ 国际邮轮母港集团"),
+        ("Who we are: Finlytics Software Ltd., Shanghai office", "Finlytics Software Ltd."),
+        ("Party A: Golden Lotus Trading (HK) Limited\nParty B", "Golden Lotus Trading (HK) Limited"),
+        ("2014-2015  University of Edinburgh  MSc Finance", "University of Edinburgh"),
+        ("Shenzhen Bluewave Robotics Co., Ltd. is", "Shenzhen Bluewave Robotics Co., Ltd."),
+    ],
+)
+def test_mixed_script_and_english_organisations_are_mentioned_and_of_their_type(text, organisation) -> None:
+    assert organisation in mentions(text)["organisation"]
+    assert matches("organisation", organisation)
+
+
+def test_no_english_organisation_without_its_kind_and_an_english_word_before_a_name_is_offered_without() -> None:
+    assert mentions("We are a Group of friends; Shanghai office")["organisation"] == ()
+    assert not matches("organisation", "Shanghai Office")
+    assert mentions("Partner 臻锐资本集团")["organisation"] == ("Partner 臻锐资本集团", "臻锐资本集团")
+
+
+def test_a_pick_that_begins_an_organisations_mention_takes_it_and_a_sum_is_no_organisation() -> None:
+    text = "兹有苏州恒润精密机械有限公司。华芯 SemiTech 集团宣布完成人民币五亿元融资"
+    organisations = [
+        msgspec.structs.replace(_candidate(text, value), source="organisation")
+        for value in ("兹有苏州恒润精密机械有限公司", "华芯 SemiTech 集团")
+    ]
+    candidates = [_candidate(text, "苏州恒润"), _candidate(text, "华芯"), *organisations]
+    assert candidates[whole_name(candidates, 1)].text == "华芯 SemiTech 集团"
+    assert whole_name(candidates, 0) == 0  # the mention ran on left of the name: not taken
+    doc = _doc(text, "news")
+    at = text.find("五亿元")
+    offered_ = offered(doc, "组织机构", [Entity("ORG", at, at + 3, "五亿元")], [])
+    assert "五亿元" not in [c.text for c in offered_]

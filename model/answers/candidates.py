@@ -84,11 +84,15 @@ def offered(
     tags, types = sources(doc, label)
     found = [Candidate(text=e.text, start=e.start, end=e.end, score=0.0, source=f"lac:{e.tag}") for e in entities]
     # A bare suffix (公司) LAC tags as an organisation names none, nor does one character (a surname
-    # alone, 方 beside Linda 卢; 页 of a page footer): the model, made to choose, took such a part.
+    # alone, 方 beside Linda 卢; 页 of a page footer), nor a sum (五亿元 tagged an organisation): the
+    # model, made to choose, took such a part.
     found = [
         c
         for c, e in zip(found, entities, strict=True)
-        if e.tag in tags and len(e.text.strip()) > 1 and not (e.tag == "ORG" and e.text in organisation_suffixes())
+        if e.tag in tags
+        and len(e.text.strip()) > 1
+        and not (e.tag == "ORG" and e.text in organisation_suffixes())
+        and not (e.tag != "TIME" and matches("amount", e.text))
     ]
     written = mentions(doc.text)
     for kind in types:
@@ -244,7 +248,7 @@ def extend_cut_values(doc: Document, extraction: Extraction, entities: Sequence[
 
 
 # Detectors whose value holds the parts LAC splits it into; a pick of a part takes the whole.
-WHOLE_SOURCES = frozenset({"person", "date", "address"})
+WHOLE_SOURCES = frozenset({"person", "date", "address", "organisation"})
 
 
 def _places(text: str, span: Span) -> list[int]:
@@ -265,6 +269,12 @@ def whole_name(candidates: Sequence[Candidate], pick: int) -> int:
     around = [
         i
         for i, c in enumerate(candidates)
-        if c.source in WHOLE_SOURCES and c.start <= chosen.start and chosen.end <= c.end and c.text != chosen.text
+        if c.source in WHOLE_SOURCES
+        and c.start <= chosen.start
+        and chosen.end <= c.end
+        and c.text != chosen.text
+        # An organisation's mention may run left into the words before the name (兹有苏州恒润…有限公司):
+        # it takes a pick that begins it (华芯 of 华芯 SemiTech 集团), no other.
+        and (c.source != "organisation" or c.start == chosen.start)
     ]
     return min(around, key=lambda i: len(candidates[i].text)) if around else pick

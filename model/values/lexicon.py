@@ -8,6 +8,18 @@ from importlib import resources
 
 # How an English company's name ends (Shenzhen Bluewave Robotics Co., Ltd.).
 ENGLISH_LEGAL_FORMS = ("Ltd", "Ltd.", "Limited", "Inc.", "LLC")
+# An English organisation's name: capitalised words (a bracketed place, of, and, & among them) ending
+# in a legal form or a kind of institution, or a university of a place (Finlytics Software Ltd.,
+# Golden Lotus Trading (HK) Limited, Airbus Beijing Engineering Centre, University of Edinburgh).
+_ENGLISH_ORG_KINDS = (
+    r"(?:Co\., ?)?(?:Ltd\.?|Limited|Inc\.?|LLC|GmbH|AG|PLC|plc|Corp\.?|Corporation|Company|Group|Holdings"
+    r"|University|College|Institute|Hospital|Clinic|Bank|Centre|Center|Foundation|Association|Agency)"
+)
+_CAPITALISED = r"(?:[A-Z][\w&'.-]*|\([A-Z][A-Za-z ]*\)|of|and|&)"
+ENGLISH_ORGANISATION = re.compile(
+    rf"[A-Z][\w&'.-]*(?: {_CAPITALISED}){{0,6}} {_ENGLISH_ORG_KINDS}(?![\w&])"
+    rf"|(?:University|Institute|College) of(?: [A-Z][\w&'.-]*){{1,4}}"
+)
 _CJK_NAME = re.compile(r"[\u4e00-\u9fff·]{2,5}")
 _LATIN_NAME = re.compile(r"[A-Z][A-Za-z'.-]*( [A-Z][A-Za-z'.-]*){1,3}")
 # A name as bilingual staff write theirs: an English given name before a Chinese surname and given
@@ -48,5 +60,7 @@ def organisation_suffixes() -> frozenset[str]:
 
 
 def organisation_ok(value: str) -> bool:
-    """Ends with a known organisation suffix such as 有限公司 or 医院."""
-    return len(value) >= 3 and any(value.endswith(suffix) for suffix in _words("org_suffixes.txt"))
+    """Ends with a known organisation suffix such as 有限公司 or 医院, or is an English organisation's name."""
+    return (
+        len(value) >= 3 and any(value.endswith(suffix) for suffix in _words("org_suffixes.txt"))
+    ) or ENGLISH_ORGANISATION.fullmatch(value) is not None

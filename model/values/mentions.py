@@ -15,7 +15,7 @@ import re
 from model.values.dates import ENGLISH_MONTH
 from model.values.field_types import matches
 from model.values.forms import FORM_KEYS
-from model.values.lexicon import organisation_suffixes
+from model.values.lexicon import ENGLISH_ORGANISATION, organisation_suffixes
 from schemas.field_sets import FieldType
 
 D = "[0-9０-９]"
@@ -50,8 +50,12 @@ _PATTERNS: dict[FieldType, re.Pattern[str]] = {
 # that begin a clause (于, 在, 从, 与, 的 ...) are left out so the mention starts near the name. A
 # bare 公司 is left out too: "具体内容以公司公告为准" names no company (generated news says so).
 _ORG_CHARS = r"[^\W\d_于在从与和及的是为了年月日到去带住向由]"
+# A Latin word inside a Chinese name stands between spaces (武汉光谷 Nova 生物医药有限公司, 厦门 ＩＣＣ 国际…).
+_LATIN_GAP = "(?: (?=[A-Za-zＡ-Ｚａ-ｚ])|(?<=[A-Za-zＡ-Ｚａ-ｚ]) )"
 _PATTERNS["organisation"] = re.compile(
-    rf"{_ORG_CHARS}{{2,24}}?(?:有限责任公司|股份有限公司|有限公司|集团|医院|大学|学院|研究院|研究所|学校|中学|事务所|银行)"
+    rf"{_ORG_CHARS}(?:{_ORG_CHARS}|{_LATIN_GAP}){{1,30}}?"
+    r"(?:有限责任公司|股份有限公司|有限公司|集团|医院|大学|学院|研究院|研究所|学校|中学|事务所|银行)"
+    rf"|{ENGLISH_ORGANISATION.pattern}"
 )
 # A salary: a range of figures (15-25K·13薪, 6千至9千元, 八千到一万二) or one figure after a word of pay
 # (月薪5500起); `matches` (model/values/salaries.py) decides. A figure starts with 1-9, so that an area
@@ -68,11 +72,14 @@ _PATTERNS["salary"] = re.compile(
     rf"|{_PAY}\s?{_FIGURE}(?![0-9０-９.,，kKwW千万零一二三四五六七八九十两百])(?!\s?元?\s?{_TO})\s?元?(?:/月|/年)?(?:以上|起)?"
 )
 _PAY_WORD = re.compile(rf"^{_PAY}\s?")
+_LATIN_HEAD = re.compile(r"^[A-Za-z]+ (?=[\u4e00-\u9fff])")
 
 
 def _spellings(kind: FieldType, value: str) -> tuple[str, ...]:
     if kind == "salary" and (pay := _PAY_WORD.match(value)):
         return value, value[pay.end() :]
+    if kind == "organisation" and (head := _LATIN_HEAD.match(value)):
+        return value, value[head.end() :]  # Partner 臻锐资本集团: the English word may be the line's, not the name's
     if kind == "person" and (mixed := _LATIN_THEN_CJK.match(value)):
         return tuple(mixed["latin"] + mixed["cjk"][:n] for n in range(len(mixed["cjk"]), 0, -1))
     return (value,)
