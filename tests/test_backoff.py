@@ -596,3 +596,17 @@ def test_a_pick_that_begins_an_organisations_mention_takes_it_and_a_sum_is_no_or
     at = text.find("五亿元")
     offered_ = offered(doc, "组织机构", [Entity("ORG", at, at + 3, "五亿元")], [])
     assert "五亿元" not in [c.text for c in offered_]
+
+
+def test_a_sum_whose_tail_the_model_took_is_extended_to_the_whole_sum() -> None:
+    doc = _doc("年租金合计人民币叁拾\n陆万元整，押二付三。顾问费为税前美元肆万伍仟元整。", "contract")
+    assert mentions(doc.text)["amount"] == ("人民币叁拾\n陆万元整", "美元肆万伍仟元整")
+    extraction = _cut_record(doc, {"合同金额": "陆万元整"})
+    extend_cut_values(doc, extraction, [])
+    [span] = extraction.fields["合同金额"]
+    assert (span.text, span.start) == ("人民币叁拾\n陆万元整", doc.text.find("人民币"))
+    # A name is not widened to an organisation's mention around it: that may run on before the name.
+    company = _doc("兹有苏州恒润精密机械有限公司委托", "contract")
+    record = _cut_record(company, {"甲方": "苏州恒润精密机械有限公司"})
+    extend_cut_values(company, record, [])
+    assert record.fields["甲方"][0].text == "苏州恒润精密机械有限公司" and record.reasons == []

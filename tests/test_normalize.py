@@ -74,6 +74,9 @@ FORMATS = [
     ("amount", "$1.2k", ("1200", None, None, "USD")),
     ("amount", "3000美元", ("3000", None, None, "USD")),
     ("amount", "HK$500", ("500", None, None, "HKD")),
+    # A currency's name before the figure, 元 its unit (a contract's 大写 in dollars)
+    ("amount", "美元肆万伍仟元整", ("45000", None, None, "USD")),
+    ("amount", "港币3000元", ("3000", None, None, "HKD")),
     ("amount", "€20", ("20", None, None, "EUR")),
     ("amount", "500块钱", ("500", None, None, "CNY")),
     ("amount", "5000元/月", ("5000", None, "month", "CNY")),

@@ -176,8 +176,9 @@ _WHOLE_NAME_ENDS = ("公司", *ENGLISH_LEGAL_FORMS)
 def extend_cut_values(doc: Document, extraction: Extraction, entities: Sequence[Entity]) -> None:
     """Values the text continues into a longer value of the label's sources (LAC's entities of its
     type, its typed detector's mentions) from the same character: the model stopped early (华南理工大
-    for 华南理工大学, 韦秀 for 韦秀兰, 郑州大学 for 郑州大学第一附属医院). Each becomes the longest
-    such value, beside a `value_boundary` reason naming what it was; the record goes to review.
+    for 华南理工大学, 韦秀 for 韦秀兰, 郑州大学 for 郑州大学第一附属医院), or, for a sum, a date or a
+    phone, a mention around it (`WHOLE_TYPES`). Each becomes the longest such value, beside a
+    `value_boundary` reason naming what it was; the record goes to review.
 
     Not where the continuation of a LAC entity starts with a space or a line break (a label's line
     after it: a typed detector's mention may hold such a break, 2023年 7月 1日), where
@@ -226,6 +227,18 @@ def extend_cut_values(doc: Document, extraction: Extraction, entities: Sequence[
                 and not claimed(doc.text[start:end], label_kind(doc, label), others)
                 and (kind is None or matches(kind, doc.text[start:end]))
             ]
+            # A sum, date or phone the model took the tail of (陆万元整 of 人民币叁拾\n陆万元整, 肆万伍仟元整
+            # of 美元肆万伍仟元整): the detector's mention around it is the whole value.
+            ends += [
+                (False, end, start, source)
+                for start, end, source in longer
+                if source in types
+                and source in WHOLE_TYPES
+                and window.start <= start < span.start
+                and span.end <= end <= window.end
+                and not claimed(doc.text[start:end], label_kind(doc, label), others)
+                and matches(source, doc.text[start:end])
+            ]
             if not ends or span.text.endswith(_WHOLE_NAME_ENDS):
                 fixed.append(span)
                 continue
@@ -247,6 +260,8 @@ def extend_cut_values(doc: Document, extraction: Extraction, entities: Sequence[
         extraction.fields[label] = fixed
 
 
+# Typed detectors whose mention around a value is the value written whole.
+WHOLE_TYPES = frozenset({"amount", "date", "phone"})
 # Detectors whose value holds the parts LAC splits it into; a pick of a part takes the whole.
 WHOLE_SOURCES = frozenset({"person", "date", "address", "organisation"})
 

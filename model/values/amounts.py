@@ -9,7 +9,11 @@ from typing import NamedTuple
 from model.values.numerals import chinese_number
 from model.values.width import fold_width
 
-_CURRENCY_PREFIX = re.compile(r"^(人民币|RMB|CNY|US\$|USD|HK\$|HKD|EUR|GBP|JPY|¥|\$|€|£)", re.IGNORECASE)
+_CURRENCY_PREFIX = re.compile(
+    r"^(人民币|美元|美金|港元|港币|欧元|日元|英镑|RMB|CNY|US\$|USD|HK\$|HKD|EUR|GBP|JPY|¥|\$|€|£)", re.IGNORECASE
+)
+# 元 after a figure is the unit of any currency named before it (美元肆万伍仟元整 is 45,000 dollars).
+_UNIT_WORDS = frozenset({"元", "圆"})
 _CURRENCY_SUFFIX = re.compile(
     r"(人民币|美元|美金|欧元|港元|港币|日元|英镑|元|圆|块钱|块|RMB|CNY|USD|HKD|EUR|GBP|JPY)$", re.IGNORECASE
 )
@@ -98,9 +102,9 @@ def _currency(side: str) -> tuple[str, str | None] | None:
     side = _COMPLETE.sub("", side)
     if found := _CURRENCY_SUFFIX.search(side):
         suffix = _CURRENCIES[found[1].lower()]
-        if currency not in (None, suffix):
+        if currency not in (None, suffix) and found[1] not in _UNIT_WORDS:
             return None
-        currency, side = suffix, side[: found.start()]
+        currency, side = currency or suffix, side[: found.start()]
     if _CHINESE.fullmatch(side) and re.search("[元圆角分]", side):
         currency = currency or "CNY"
     return side, currency

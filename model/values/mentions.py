@@ -41,9 +41,10 @@ _PATTERNS: dict[FieldType, re.Pattern[str]] = {
         rf"|(?<![A-Za-z])(?:{_EN_MONTH}\s\d{{1,2}}(?:st|nd|rd|th)?,?\s\d{{4}}|\d{{1,2}}(?:st|nd|rd|th)?\s{_EN_MONTH},?\s\d{{4}})"
     ),
     "amount": re.compile(
-        rf"(?:人民币|RMB|CNY|[¥￥$])\s?{D}[0-9０-９,，]*(?:\.{D}+)?(?:百万|千万|亿|万|千)?元?"
+        rf"(?:人民币|美元|港币|港元|欧元|RMB|CNY|[¥￥$])\s?{D}[0-9０-９,，]*(?:\.{D}+)?(?:百万|千万|亿|万|千)?元?"
         rf"|{D}[0-9０-９,]*(?:\.{D}+)?(?:百万|千万|亿|万|千)?元"
-        rf"|(?:人民币)?{BIG}+元整?"
+        # 大写, a currency's name before it, OCR's break inside it (人民币叁拾\n陆万元整)
+        rf"|(?:人民币|美元|美金|港元|港币|欧元|日元|英镑)?{BIG}+(?:\n{BIG}+)?元整?"
     ),
 }
 # A run of name characters ending in an organisation's suffix; the lexicon confirms the suffix. Words
