@@ -610,3 +610,9 @@ def test_a_sum_whose_tail_the_model_took_is_extended_to_the_whole_sum() -> None:
     record = _cut_record(company, {"甲方": "苏州恒润精密机械有限公司"})
     extend_cut_values(company, record, [])
     assert record.fields["甲方"][0].text == "苏州恒润精密机械有限公司" and record.reasons == []
+
+
+def test_a_name_after_an_english_title_is_a_persons_in_either_script() -> None:
+    text = "To: Dr. Hannah Becker, Orthopaedics\nYours sincerely,\nDr. 任嘉和 (General Practitioner)。Dr. 王明来自北京"
+    assert mentions(text)["person"] == ("Hannah Becker", "任嘉和")  # not 王明来: a name stands alone
+    assert matches("person", "Anna Müller")

@@ -98,8 +98,13 @@ def test_a_list_item_running_on_past_its_name_gives_the_name_and_no_latin_part()
     extraction = _record(doc, {"组织机构": "高瓴创投", "人物": "钟子墨"}, review=True)
     add_listed(doc, extraction, orgs + people)
     assert [s.text for s in extraction.fields["组织机构"]] == ["高瓴创投", "中金资本"]
-    # Müller is a part of Anna Müller, whom LAC did not read whole: no value.
-    assert [s.text for s in extraction.fields["人物"]] == ["钟子墨"]
+    # Müller is a part of Anna Müller, whom LAC did not read whole: no value; the name after her title
+    # (the person detector's) is, and the title is no part of it.
+    assert [s.text for s in extraction.fields["人物"]] == ["钟子墨", "Anna Müller"]
+    bare = _doc("本轮由深创投领投。特邀Anna Müller与钟子墨担任导师。", "news")
+    record = _record(bare, {"人物": "钟子墨"}, review=True)
+    add_listed(bare, record, _entities(bare.text, "PER", ["Müller", "钟子墨"]))
+    assert [s.text for s in record.fields["人物"]] == ["钟子墨"]
 
 
 def test_a_jobs_place_in_review_takes_the_district_the_text_writes_after_it() -> None:

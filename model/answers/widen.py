@@ -204,5 +204,6 @@ def _items_of(text: str, names: frozenset[tuple[int, int]], kind: str | None) ->
     return test
 
 
-_LATIN_BEFORE = re.compile(r"[A-Za-z.] $")
+# A title before a name is no part of it (Dr. Anna Müller).
+_LATIN_BEFORE = re.compile(r"(?:[A-Za-z]|(?<!Dr)(?<!Mr)(?<!Ms)(?<!Mrs)(?<!Prof)\.) $")
 _LATIN_AFTER = re.compile(r" [A-Za-z]")

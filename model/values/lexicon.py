@@ -21,7 +21,7 @@ ENGLISH_ORGANISATION = re.compile(
     rf"|(?:University|Institute|College) of(?: [A-Z][\w&'.-]*){{1,4}}"
 )
 _CJK_NAME = re.compile(r"[\u4e00-\u9fff·]{2,5}")
-_LATIN_NAME = re.compile(r"[A-Z][A-Za-z'.-]*( [A-Z][A-Za-z'.-]*){1,3}")
+_LATIN_NAME = re.compile(r"[A-ZÀ-ÖØ-Þ][A-Za-zÀ-ÖØ-öø-ÿ'.-]*( [A-ZÀ-ÖØ-Þ][A-Za-zÀ-ÖØ-öø-ÿ'.-]*){1,3}")
 # A name as bilingual staff write theirs: an English given name before a Chinese surname and given
 # name (Kevin 刘, Emily Chen 陈怡), or a Chinese surname before an English given name (欧阳 Vincent).
 _ENGLISH_FIRST = re.compile(r"[A-Z][a-z]+(?: ?[A-Z][a-z]+)? ?(?P<cjk>[\u4e00-\u9fff]{1,3})")
