@@ -35,6 +35,12 @@ SINGLE_VALUE_LABELS: dict[str, frozenset[str]] = {
     "medical": frozenset({"患者姓名", "性别", "年龄", "就诊日期", "主治医师", "医院名称"}),
 }
 
+
+def single_value_labels(field_set: str | None) -> frozenset[str]:
+    """The labels of `field_set` that hold one value per document (none for labels a message spells out)."""
+    return SINGLE_VALUE_LABELS.get(field_set, frozenset()) if field_set else frozenset()
+
+
 FIELD_SET_TYPES: dict[FieldSetName, dict[str, FieldType]] = {
     "contract": {"签约日期": "date", "合同金额": "amount"},
     "resume": {

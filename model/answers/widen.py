@@ -26,7 +26,7 @@ from model.values.entities import Entity
 from model.values.field_types import matches
 from model.values.lists import Test, siblings
 from model.values.mentions import mentions
-from schemas.field_sets import SINGLE_VALUE_LABELS
+from schemas.field_sets import single_value_labels
 from schemas.messages import Document, ReviewCode, ReviewReason, Span
 
 # Labels whose place is as precise as the text writes it: where a job is, a city and its district
@@ -92,7 +92,7 @@ def add_cued(doc: Document, extraction: Extraction) -> None:
     values given the other items of a cue's list one of its values is."""
     if doc.task != "extract" or not extraction.needs_review:
         return
-    single = SINGLE_VALUE_LABELS.get(doc.field_set, frozenset()) if doc.field_set else frozenset()
+    single = single_value_labels(doc.field_set)
     for label in doc.labels:
         spans = extraction.fields.get(label)
         if not spans or label not in CUED_LABELS or label in _NESTED or doc.field_types.get(label):
@@ -147,7 +147,7 @@ def add_listed(doc: Document, extraction: Extraction, entities: Sequence[Entity]
     """Adds to `extraction` the items listed beside each value of a label that takes several."""
     if doc.task != "extract" or not extraction.needs_review:
         return
-    single = SINGLE_VALUE_LABELS.get(doc.field_set, frozenset()) if doc.field_set else frozenset()
+    single = single_value_labels(doc.field_set)
     written = mentions(doc.text)
     for label in doc.labels:
         tags, types = sources(doc, label)

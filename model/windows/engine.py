@@ -34,7 +34,7 @@ from model.engine import BatchResult, Engine, PreparingEngine
 from model.runner.protocol import Passes
 from model.windows.merge import merge_windows
 from model.windows.split import Window, WindowSettings, split_text
-from schemas.field_sets import SINGLE_VALUE_LABELS
+from schemas.field_sets import single_value_labels
 from schemas.messages import Document, Timings
 
 
@@ -160,7 +160,7 @@ class WindowedEngine:
         return BatchResult(extractions=extractions, timings=total, generated_tokens=generated, passes=passes)
 
     def _merge(self, doc: Document, windows: list[Window], parts: list[Extraction]) -> Extraction:
-        single = SINGLE_VALUE_LABELS.get(doc.field_set, frozenset()) if doc.field_set else frozenset()
+        single = single_value_labels(doc.field_set)
         merged = merge_windows(doc.doc_id, doc.labels, windows, parts, single, self.settings, self._decode)
         # The document checks judge the whole text's record; each window's own were dropped in the merge.
         merged.reasons += document_reasons(doc, merged.fields)
