@@ -339,6 +339,11 @@ def test_candidates_out_of_the_labels_role_are_not_offered_where_others_fit() ->
     # Where none fits, or all do, the role says nothing.
     assert in_role(text, "工作单位", orgs[:1]) == orgs[:1]
     assert in_role(text, "姓名", people) == people
+    # A contract's first party, unkeyed: the organisation, not the person who wrote (刘倩 of its HR).
+    offer = "HR刘倩：厦门鹭岛声学科技有限公司与沈卓然的合同已签。"
+    parties = [_candidate(offer, "刘倩"), _candidate(offer, "厦门鹭岛声学科技有限公司"), _candidate(offer, "沈卓然")]
+    assert [c.text for c in in_role(offer, "甲方", parties)] == ["厦门鹭岛声学科技有限公司"]
+    assert in_role(offer, "乙方", parties) == parties
 
 
 def test_a_label_answered_only_with_values_not_of_its_type_is_backed_off(tiny) -> None:
@@ -616,3 +621,13 @@ def test_a_name_after_an_english_title_is_a_persons_in_either_script() -> None:
     text = "To: Dr. Hannah Becker, Orthopaedics\nYours sincerely,\nDr. 任嘉和 (General Practitioner)。Dr. 王明来自北京"
     assert mentions(text)["person"] == ("Hannah Becker", "任嘉和")  # not 王明来: a name stands alone
     assert matches("person", "Anna Müller")
+
+
+def test_a_kinship_word_lac_tags_a_person_is_not_offered_beside_names() -> None:
+    doc = _doc("今天陪二叔去医院看病，病人闫大勇，翻译Leo, 七十二岁。", "medical")
+    people = [
+        Entity("PER", doc.text.find(name), doc.text.find(name) + len(name), name) for name in ("二叔", "闫大勇", "Leo")
+    ]
+    # A Latin given name alone stays: the model's pick of it takes a whole name where one is written.
+    assert [c.text for c in offered(doc, "患者姓名", people, [])] == ["闫大勇", "Leo"]
+    assert [c.text for c in offered(doc, "患者姓名", people[:1], [])] == ["二叔"]  # nothing else: it stays

@@ -120,6 +120,11 @@ def offered(
     if (value := keyed_value(doc, label)) is not None:
         # The text's key names the label's value; the other names in the text play other roles.
         candidates = [c for c in candidates if c.text == value] or candidates
+    if doc.field_types.get(label) == "person":
+        # A kinship word LAC tags a person (二叔) is no name: where names are offered, it is not. A
+        # Latin given name alone stays (Leo of Leo 蒋: the model's pick of it takes the whole name).
+        named = [c for c in candidates if matches("person", c.text) or not _HAN_ONLY.fullmatch(c.text)]
+        candidates = named or candidates
     return in_role(doc.text, label, candidates)[:MAX_CANDIDATES]
 
 
@@ -149,7 +154,14 @@ def _outlet(text: str, c: Candidate) -> bool:
     return bool(_OUTLET.search(c.text))
 
 
+# A contract's first party is, as a rule, the organisation: the employer, the buyer, the client (the
+# shipped model, made to choose, took the HR contact or the signatory named first: 刘倩, 欧阳子健).
+def _organisation(text: str, c: Candidate) -> bool:
+    return matches("organisation", c.text)
+
+
 ROLES: dict[str, tuple[Callable[[str, Candidate], bool], bool]] = {
+    "甲方": (_organisation, True),
     "毕业院校": (_school, True),
     "工作单位": (_school, False),
     "发布机构": (_outlet, True),
@@ -166,6 +178,9 @@ def in_role(text: str, label: str, candidates: list[Candidate]) -> list[Candidat
     test, wanted = ROLES[label]
     fitting = [c for c in candidates if test(text, c) == wanted]
     return fitting if fitting and len(fitting) < len(candidates) else candidates
+
+
+_HAN_ONLY = re.compile(r"[\u4e00-\u9fff]+")
 
 
 # A name ending in a company's legal form is whole: LAC's organisation may run on past it
