@@ -35,6 +35,25 @@ def test_a_lists_items_left_and_right_of_the_value() -> None:
     assert _listed(text, "华东政法大学", ["华东政法大学", "香港城市大学"]) == ["香港城市大学"]
     text = "教育：南京航空航天大学（本）→ 中国科学院大学（博士）"
     assert _listed(text, "中国科学院大学", ["南京航空航天大学"]) == ["南京航空航天大学"]
+    # Glossed items split by a semicolon (a résumé's employers with their years).
+    text = "经历：中国商飞上海飞机设计研究院（2018-2022）；Airbus Beijing Engineering Centre（2022-今）\n"
+    employers = ["中国商飞上海飞机设计研究院", "Airbus Beijing Engineering Centre"]
+    assert _listed(text, employers[1], employers) == employers[:1]
+
+
+def test_an_item_whose_name_another_continues_is_no_name_and_its_run_on_is() -> None:
+    text = "门店：西安市雁塔区小寨东路126号；西安市未央区凤城八路与文景路十字东南角"
+    doc = _doc(text, "job_ad")
+    places = [*_entities(text, "LOC", ["西安市雁塔区小寨东路126号"]), Entity("LOC", 18, 21, "西安市")]
+    places.append(Entity("LOC", 21, 24, "未央区"))
+    assert text[18:24] == "西安市未央区"
+    record = _record(doc, {"工作地点": "西安市雁塔区小寨东路126号"}, review=True)
+    add_listed(doc, record, places)
+    assert [s.text for s in record.fields["工作地点"]] == ["西安市雁塔区小寨东路126号"]  # not 西安市
+    news = _doc("本轮由深创投领投，高瓴创投、中金资本跟投。", "news")
+    record = _record(news, {"组织机构": "高瓴创投"}, review=True)
+    add_listed(news, record, _entities(news.text, "ORG", ["高瓴创投", "中金资本"]))
+    assert [s.text for s in record.fields["组织机构"]] == ["高瓴创投", "中金资本"]  # 跟投 is no name
 
 
 def test_a_list_ends_at_a_clause_or_an_item_that_is_no_name() -> None:

@@ -188,11 +188,15 @@ def _items_of(text: str, names: frozenset[tuple[int, int]], kind: str | None) ->
         # An item running on past its value (中金资本跟投), or a clause before it (先后就读于华东政法大学):
         # the value is the name at the item's edge, and the list ends there.
         inside = [n for n in names if (n[0] == start and n[1] < end if right else n[1] == end and n[0] > start)]
-        # Not a part of a longer Latin name (Müller of Dr. Anna Müller).
+        # Not a part of a longer Latin name (Müller of Dr. Anna Müller), nor of a longer name that
+        # another of them continues (西安市 of 西安市未央区…: the item is a place, not 西安市 and a verb).
+        starts, ends = {n[0] for n in names}, {n[1] for n in names}
         inside = [
             n
             for n in inside
-            if not _LATIN_BEFORE.search(text, max(0, n[0] - 2), n[0]) and not _LATIN_AFTER.match(text, n[1])
+            if not _LATIN_BEFORE.search(text, max(0, n[0] - 2), n[0])
+            and not _LATIN_AFTER.match(text, n[1])
+            and (n[1] not in starts if right else n[0] not in ends)
         ]
         if not right and inside:
             return max(inside, key=lambda n: n[1] - n[0])

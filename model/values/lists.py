@@ -1,5 +1,6 @@
 """The items of a list a value stands in: 中铁建工集团、西门子（中国）有限公司、雄安集团; 杭州/上海/深圳;
-华东政法大学（法学学士）和香港城市大学; 南京航空航天大学（本）→ 中国科学院大学.
+华东政法大学（法学学士）和香港城市大学; 南京航空航天大学（本）→ 中国科学院大学; 中国商飞上海飞机设计研究院
+（2018-2022）；Airbus Beijing Engineering Centre（2022-今）.
 
 Writers list the values of a label that takes several (the organisations a news item names, the
 schools of a résumé, the places a job is offered in), and the model answers one of them. The items
@@ -13,9 +14,9 @@ import re
 from collections.abc import Callable
 
 # Between two items: a list's marks, a coordinating word, an arrow of a résumé's sequence.
-_BETWEEN = re.compile(r"\s*(?:、|／|/|→|->|以及|和|与|及|&)\s*|\s+and\s+")
+_BETWEEN = re.compile(r"\s*(?:、|／|/|→|->|以及|和|与|及|&|；|;)\s*|\s+and\s+")
 # Where a list ends: a clause's or a line's end, a key's colon, a cell's bar.
-_ENDS = frozenset("\n，,。；;：:！!？?│|\t")
+_ENDS = frozenset("\n，,。：:！!？?│|\t")
 _OPEN = {"（": "）", "(": ")"}
 # A closing gloss is no part of an item: 华东政法大学（法学学士）.
 _GLOSS = re.compile(r"\s*[（(][^（()）]*[）)]\s*$")
