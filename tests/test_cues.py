@@ -159,3 +159,9 @@ def test_an_english_sex_and_age_in_a_list_of_their_own() -> None:
     # Years of experience are no age; a word inside another is no sex.
     assert texts("with 5 years of experience", "年龄") == []
     assert texts("Females and males, 12 teams", "性别") == []
+
+
+def test_an_english_degree_and_a_title_after_an_english_verb_of_hiring() -> None:
+    text = "We're hiring: Customer Success Manager (APAC)\nRequirements: Bachelor's degree; a master's degree or above"
+    assert texts(text, "职位名称") == ["Customer Success Manager (APAC)"]
+    assert texts(text, "学历要求") == ["Bachelor's degree", "master's degree or above", "master's degree"]

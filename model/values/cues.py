@@ -26,6 +26,8 @@ _CN_NUM = "[一二三四五六七八九十百两]"
 _DEGREE = re.compile(
     r"(?:统招|全日制)?(?:博士研究生|硕士研究生|博士|硕士|研究生|本科|大专|专科|中专|高中|初中)"
     r"(?P<above>及以上|以上)?(?P<unit>学历|学位)?"
+    # English: Bachelor's degree, a master's degree or above
+    r"|(?<![A-Za-z])(?:[Bb]achelor|[Mm]aster|[Dd]octoral)(?:'s)?(?P<english>\s(?:degree|Degree))(?P<above_en>\s(?:or|and)\s(?:above|higher))?"
 )
 # A closed vocabulary's words: a value of its label holds one (华南理 and 中 hold none).
 _VOCABULARY = {
@@ -77,10 +79,11 @@ _TITLE_STOP = r"[，,。；;、！!\n│|\t/】]"
 _HEADS = "[0-9０-９一二两三四五六七八九十几]+\\s?[名位个]"
 # What follows 招聘 and is no job: the notice itself (招聘启事), its terms.
 _NOT_TITLES = "启事|信息|简章|公告|要求|人数|条件|岗位|职位"
+_HIRING_EN = "[Ww]e(?:'re| are) hiring"
 _TITLE = re.compile(
     rf"(?:招聘岗位|招聘职位|开放职位|岗位|职位|职务|Position)\s*[:：】│|\t]\s*(?P<key>[^\s，,。；;、！!│|\t/][^，,。；;、！!\n│|\t/]{{1,29}}?)\s*(?={_TITLE_STOP}|$)"
-    rf"|(?:诚聘|急聘|急招|诚招|招聘|招募|急需|找一位|找一名)(?:一名|一位|若干名?)?\s?[｜|:：]?\s?"
-    rf"(?!{_NOT_TITLES})(?P<verb>[\u4e00-\u9fffA-Za-z][\u4e00-\u9fffA-Za-z ]{{1,39}}?)"
+    rf"|(?:诚聘|急聘|急招|诚招|招聘|招募|急需|找一位|找一名|{_HIRING_EN})(?:一名|一位|若干名?|\sa)?\s?[｜|:：]?\s?"
+    rf"(?!{_NOT_TITLES})(?P<verb>[\u4e00-\u9fffA-Za-z][\u4e00-\u9fffA-Za-z ()]{{1,39}}?)"
     rf"(?=\s?(?:{_HEADS}|若干|{_TITLE_STOP}|$))"
     # 缺 is a verb of hiring only before a head count (缺质检员两个).
     rf"|缺(?P<lack>[\u4e00-\u9fff]{{2,8}}?)(?={_HEADS})",
@@ -165,6 +168,10 @@ def cued_values(text: str, label: str) -> tuple[Cued, ...]:
     if label in ("学历", "学历要求"):
         for m in _DEGREE.finditer(text):
             # 本科及以上学历, 本科及以上, 本科: each a spelling some writer's value has.
+            if m.group("english"):
+                above = m.start("above_en") if m.group("above_en") else m.end()
+                found += [Cued(text[m.start() : end], m.start(), end) for end in dict.fromkeys((m.end(), above))]
+                continue
             unit_less = m.start("unit") if m.group("unit") else m.end()
             bare = m.start("above") if m.group("above") else unit_less
             found += [Cued(text[m.start() : end], m.start(), end) for end in dict.fromkeys((m.end(), unit_less, bare))]
