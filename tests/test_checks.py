@@ -8,6 +8,7 @@ import msgspec
 import pytest
 
 from model.answers.checks import boundary_problem, document_reasons, name_like, typed_mentions
+from model.values.dates import parse_date
 from model.values.lexicon import person_ok
 from model.values.mentions import mentions
 from model.values.normalize import normal_form
@@ -196,3 +197,6 @@ def test_a_contract_party_left_none_beside_an_unclaimed_name_is_reviewed(corpus)
 def test_english_dates_are_mentions() -> None:
     text = "Reuters — June 12, 2025 — BYD. Seen on 28 February 2026. Junes 12, 2025 is none."
     assert mentions(text)["date"] == ("June 12, 2025", "28 February 2026")
+    deed = "Signed on the fifth day of March, 2025 at Jinjiang. Dated the Twenty-First Day of June 2024."
+    assert mentions(deed)["date"] == ("the fifth day of March, 2025", "the Twenty-First Day of June 2024")
+    assert [parse_date(d) for d in mentions(deed)["date"]] == [("2025-03-05", None), ("2024-06-21", None)]

@@ -36,6 +36,15 @@ _ORDINAL = r"(?:st|nd|rd|th)?"
 _MDY_EN = re.compile(rf"{_MONTH}(?P<d>\d{{1,2}}){_ORDINAL},?(?P<y>\d{{4}})", re.IGNORECASE)
 _DMY_EN = re.compile(rf"(?P<d>\d{{1,2}}){_ORDINAL}(?:of)?{_MONTH},?(?P<y>\d{{4}})", re.IGNORECASE)
 _MY_EN = re.compile(rf"{_MONTH},?(?P<y>\d{{4}})", re.IGNORECASE)
+# A deed's day in words: the fifth day of March, 2025.
+_UNITS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth")
+_ORDINAL_WORDS = (
+    *_UNITS, "tenth", "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth",
+    "seventeenth", "eighteenth", "nineteenth", "twentieth", *(f"twenty-{u}" for u in _UNITS),
+    "thirtieth", "thirty-first",
+)  # fmt: skip
+ENGLISH_ORDINAL_DAY = "(?:" + "|".join(sorted(_ORDINAL_WORDS, key=len, reverse=True)) + ")"
+_WORDS_EN = re.compile(rf"(?:the)?(?P<word>{ENGLISH_ORDINAL_DAY})day(?:of)?{_MONTH},?(?P<y>\d{{4}})", re.IGNORECASE)
 _RANGE_SEP = re.compile(r"至|到|~|—+|–|-|/")
 
 # The longest real range (二〇二四年十二月三十一日至二〇二五年十二月三十一日) is 25 characters; a cap
@@ -86,10 +95,12 @@ def _day(text: str, inherit: Day | None = None) -> Day | None:
         if found := pattern.fullmatch(text):
             parts = found.groupdict()
             return _valid(int(parts["y"]), _int(parts.get("m")), _int(parts.get("d")))
-    for pattern in (_MDY_EN, _DMY_EN, _MY_EN):
+    for pattern in (_MDY_EN, _DMY_EN, _MY_EN, _WORDS_EN):
         if found := pattern.fullmatch(text):
             month = _MONTHS.index(found["mon"][:3].lower()) + 1
-            return _valid(int(found["y"]), month, _int(found.groupdict().get("d")))
+            parts = found.groupdict()
+            day = _ORDINAL_WORDS.index(parts["word"].lower()) + 1 if parts.get("word") else _int(parts.get("d"))
+            return _valid(int(found["y"]), month, day)
     found = _YMD_CN.fullmatch(text)
     if found is None or not any(found.groups()):
         return None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import re
 
-from model.values.dates import ENGLISH_MONTH
+from model.values.dates import ENGLISH_MONTH, ENGLISH_ORDINAL_DAY
 from model.values.field_types import matches
 from model.values.forms import FORM_KEYS
 from model.values.lexicon import ENGLISH_ORGANISATION, organisation_suffixes
@@ -39,6 +39,7 @@ _PATTERNS: dict[FieldType, re.Pattern[str]] = {
         rf"|{CN}{{4}}\s?年\s?{CN}{{1,2}}\s?月(?:\s?{CN}{{1,3}}\s?[日号])?"
         # June 12, 2025; 28 February 2026 (English months, `parse_date` decides)
         rf"|(?<![A-Za-z])(?:{_EN_MONTH}\s\d{{1,2}}(?:st|nd|rd|th)?,?\s\d{{4}}|\d{{1,2}}(?:st|nd|rd|th)?\s{_EN_MONTH},?\s\d{{4}})"
+        rf"|(?i:the\s)?(?i:{ENGLISH_ORDINAL_DAY})\s(?i:day\sof)\s{_EN_MONTH},?\s\d{{4}}"
     ),
     "amount": re.compile(
         rf"(?:人民币|美元|港币|港元|欧元|RMB|CNY|[¥￥$])\s?{D}[0-9０-９,，]*(?:\.{D}+)?(?:百万|千万|亿|万|千)?元?"
