@@ -19,7 +19,7 @@ from model.answers.vouch import vouched
 from model.build import build_engine
 from model.values.addresses import address_end
 from model.values.cues import in_vocabulary
-from model.values.entities import Entity, EntityFinder, _one_line, finder, read_user_dictionary
+from model.values.entities import Entity, EntityFinder, _one_line, english_names, finder, read_user_dictionary
 from model.values.field_types import matches
 from model.values.mentions import mentions
 from model.values.width import han_squeezed
@@ -631,3 +631,21 @@ def test_a_kinship_word_lac_tags_a_person_is_not_offered_beside_names() -> None:
     # A Latin given name alone stays: the model's pick of it takes a whole name where one is written.
     assert [c.text for c in offered(doc, "患者姓名", people, [])] == ["闫大勇", "Leo"]
     assert [c.text for c in offered(doc, "患者姓名", people[:1], [])] == ["二叔"]  # nothing else: it stays
+
+
+def test_an_english_texts_proper_nouns_are_read_by_where_they_stand() -> None:
+    news = (
+        "Reuters — June 12, 2025 — BYD and Uber announced a partnership, Stella Li, executive vice president"
+        " of BYD, said in Mexico City. Prices in RMB (APAC).\nSigned at Jinjiang, Fujian."
+    )
+    found = [(e.tag, e.text) for e in english_names(news)]
+    assert found == [
+        ("ORG", "BYD"),
+        ("PER", "Stella Li"),
+        ("ORG", "BYD"),
+        ("LOC", "Mexico City"),
+        ("LOC", "Jinjiang, Fujian"),
+    ]  # no currency code, nothing in brackets, no line's or sentence's first word
+    assert all(news[e.start : e.end] == e.text for e in english_names(news))
+    # A text mostly in Chinese is LAC's alone.
+    assert english_names("甲方：厦门鹭岛声学科技有限公司，乙方：沈卓然。Signed at Xiamen, Fujian.") == []

@@ -73,7 +73,7 @@ def _squeezed_entities(source: str) -> tuple[Entity, ...]:
                 at, text = _one_line(tag, at, text)
             if text:
                 found.append(Entity(tag, at, at + len(text), text))
-    return tuple(_latin_names(source, found))
+    return tuple(sorted([*_latin_names(source, found), *english_names(source)], key=lambda e: (e.start, e.end)))
 
 
 _LATIN_WORD = re.compile(r"[A-Za-z][A-Za-z.'\-]*")
@@ -100,6 +100,39 @@ def _latin_names(source: str, found: list[Entity]) -> list[Entity]:
 
 
 _HAN = re.compile(r"[\u4e00-\u9fff]")
+_LATIN = re.compile(r"[A-Za-z]")
+# English proper nouns: capitalised words one space apart (of, & inside a name).
+_WORD = r"[A-Z][A-Za-zÀ-ÖØ-öø-ÿ'&-]*"
+_PROPER = re.compile(rf"(?<![\w'&.(-]){_WORD}(?: (?:of |& )?{_WORD})*(?![\w)])")
+_ACRONYM = re.compile(r"[A-Z]{2,6}")
+_CURRENCY_CODES = frozenset({"RMB", "CNY", "USD", "HKD", "EUR", "GBP", "JPY"})
+# Where an English text places its proper nouns: a person before ", <lower-case role>" or "said"; a
+# place after in/at/near (Mexico City; Jinjiang, Fujian).
+_PERSON_AFTER = re.compile(r",\s[a-z]|\s(?:said|says|told)\b")
+_PLACE_BEFORE = re.compile(r"\b(?:in|at|near)\s$")
+_PROVINCE_AFTER = re.compile(rf", {_WORD}(?=[.\n]|$)")
+
+
+def english_names(source: str) -> list[Entity]:
+    """In a text written mostly in English (LAC tags nothing there), its proper nouns by where they
+    stand: a person before a role or "said" (Stella Li, executive vice president), a place after
+    in / at / near (in Mexico City, at Jinjiang, Fujian), an organisation written as an acronym (BYD)."""
+    if len(_LATIN.findall(source)) <= 2 * len(_HAN.findall(source)):
+        return []
+    found: list[Entity] = []
+    for m in _PROPER.finditer(source):
+        start, end, text = m.start(), m.end(), m.group()
+        if (found and start < found[-1].end) or text in _CURRENCY_CODES:
+            continue
+        if _PLACE_BEFORE.search(source, max(0, start - 6), start):
+            if more := _PROVINCE_AFTER.match(source, end):
+                end = more.end()  # a city and its province: Jinjiang, Fujian
+            found.append(Entity("LOC", start, end, source[start:end]))
+        elif 2 <= len(text.split(" ")) <= 3 and _PERSON_AFTER.match(source, end):
+            found.append(Entity("PER", start, end, text))
+        elif _ACRONYM.fullmatch(text):
+            found.append(Entity("ORG", start, end, text))
+    return found
 
 
 def _one_line(tag: EntityTag, at: int, text: str) -> tuple[int, str]:
