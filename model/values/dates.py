@@ -24,7 +24,6 @@ _COMPACT = re.compile(r"(?P<y>\d{4})(?P<m>\d{2})(?P<d>\d{2})")
 _YEAR = re.compile(r"(?P<y>\d{4})年?")
 _QUARTER = re.compile(r"(?P<y>\d{4})(?:年|-)?(?:第(?P<q>[1-4])季度?|(?P<q2>[1-4])季度|[Qq](?P<q3>[1-4]))")
 _HALF = re.compile(r"(?P<y>\d{4})年(?P<h>上|下)半年")
-# Where a range may split; `-` and `/` also separate a date's own parts, so every split is tried.
 # English dates, read with the spaces taken out (June 12, 2025 -> June12,2025; 28 February 2026).
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 ENGLISH_MONTH = (
@@ -45,6 +44,7 @@ _ORDINAL_WORDS = (
 )  # fmt: skip
 ENGLISH_ORDINAL_DAY = "(?:" + "|".join(sorted(_ORDINAL_WORDS, key=len, reverse=True)) + ")"
 _WORDS_EN = re.compile(rf"(?:the)?(?P<word>{ENGLISH_ORDINAL_DAY})day(?:of)?{_MONTH},?(?P<y>\d{{4}})", re.IGNORECASE)
+# Where a range may split; `-` and `/` also separate a date's own parts, so every split is tried.
 _RANGE_SEP = re.compile(r"至|到|~|—+|–|-|/")
 
 # The longest real range (二〇二四年十二月三十一日至二〇二五年十二月三十一日) is 25 characters; a cap

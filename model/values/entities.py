@@ -53,15 +53,14 @@ def _lac_entities(source: str) -> tuple[Entity, ...]:
     characters (许 文 澜, 韦秀 兰, 房 屋 租 赁 合 同: LAC reads each character alone), each mapped back
     onto `source` with the spaces inside it kept."""
     squeezed, at = han_squeezed(source)
-    if not at:
-        return _squeezed_entities(source)
-    return tuple(
-        Entity(e.tag, at[e.start], at[e.end - 1] + 1, source[at[e.start] : at[e.end - 1] + 1])
-        for e in _squeezed_entities(squeezed)
-    )
+    lac = _squeezed_entities(squeezed)
+    if at:
+        lac = [Entity(e.tag, at[e.start], at[e.end - 1] + 1, source[at[e.start] : at[e.end - 1] + 1]) for e in lac]
+    # A text mostly in English, where LAC tags nothing, has its proper nouns read by `english_names`.
+    return tuple(sorted([*lac, *english_names(source)], key=lambda e: (e.start, e.end)))
 
 
-def _squeezed_entities(source: str) -> tuple[Entity, ...]:
+def _squeezed_entities(source: str) -> list[Entity]:
     found, position = [], 0
     for word, tag in _analyser().run(source):
         start, position = position, position + len(word)
@@ -73,7 +72,7 @@ def _squeezed_entities(source: str) -> tuple[Entity, ...]:
                 at, text = _one_line(tag, at, text)
             if text:
                 found.append(Entity(tag, at, at + len(text), text))
-    return tuple(sorted([*_latin_names(source, found), *english_names(source)], key=lambda e: (e.start, e.end)))
+    return _latin_names(source, found)
 
 
 _LATIN_WORD = re.compile(r"[A-Za-z][A-Za-z.'\-]*")

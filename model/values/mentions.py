@@ -91,9 +91,7 @@ def _spellings(kind: FieldType, value: str) -> tuple[str, ...]:
 # part after an English given name is a surname and at most two more characters: each length is
 # offered (Jessica 黄本人吧 holds Jessica 黄), and the lexicon's surname check decides.
 # A name after an English title is a person's, in either script (Dr. Anna Müller, Dr. 任嘉和).
-_TITLED = "".join(
-    f"(?<={title} )" if i == 0 else f"|(?<={title} )" for i, title in enumerate(("Dr.", "Mr.", "Ms.", "Mrs.", "Prof."))
-)
+_TITLED = "|".join(f"(?<={title} )" for title in ("Dr.", "Mr.", "Ms.", "Mrs.", "Prof."))
 _PATTERNS["person"] = re.compile(
     r"(?<![A-Za-z])[A-Z][a-z]+(?: ?[A-Z][a-z]+)? ?[\u4e00-\u9fff]{1,3}"
     r"|(?<![\u4e00-\u9fff])[\u4e00-\u9fff]{1,2} ?[A-Z][a-z]+(?![A-Za-z])"

@@ -24,18 +24,21 @@ def _han(text: str, at: int) -> bool:
     return 0 <= at < len(text) and "\u4e00" <= text[at] <= "\u9fff"
 
 
-def inner_space(text: str, at: int) -> bool:
-    """Whether `text[at]` is a space `han_squeezed` takes out."""
-    if _SPACE_BETWEEN_HAN.match(text, at) is None:
-        return False
+def _beside_one_alone(text: str, at: int) -> bool:
+    """For a space between two Chinese characters: one of them stands alone, and it is no sex after a name."""
     right_alone = not _han(text, at + 2)
     return (not _han(text, at - 2) or right_alone) and not (right_alone and text[at + 1] in "男女")
+
+
+def inner_space(text: str, at: int) -> bool:
+    """Whether `text[at]` is a space `han_squeezed` takes out."""
+    return _SPACE_BETWEEN_HAN.match(text, at) is not None and _beside_one_alone(text, at)
 
 
 def han_squeezed(text: str) -> tuple[str, list[int]]:
     """`text` without the spaces between Chinese characters that `inner_space` finds, and for each of
     its characters its position in `text` (an empty list where there were none: the text is its own)."""
-    gaps = {m.start() for m in _SPACE_BETWEEN_HAN.finditer(text) if inner_space(text, m.start())}
+    gaps = {m.start() for m in _SPACE_BETWEEN_HAN.finditer(text) if _beside_one_alone(text, m.start())}
     if not gaps:
         return text, []
     at = [i for i in range(len(text)) if i not in gaps]
