@@ -128,6 +128,7 @@ def select_text(driver, chars: int) -> tuple[int, str]:
 def test_a_reviewer_in_chromium_accepts_a_candidate_corrects_a_value_and_rejects_one(
     chromium, kafka_bootstrap, tiny_model_dir, tmp_path
 ) -> None:
+    from selenium.common.exceptions import TimeoutException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as expected
     from selenium.webdriver.support.ui import WebDriverWait
@@ -144,7 +145,12 @@ def test_a_reviewer_in_chromium_accepts_a_candidate_corrects_a_value_and_rejects
         chromium.find_element(By.ID, "reviewer").send_keys("ann")
         chromium.find_element(By.ID, "secret").send_keys(SECRET)
         chromium.find_element(By.ID, "signin").click()
-        WebDriverWait(chromium, 30).until(expected.presence_of_element_located((By.ID, "doc-id")))
+        # The desk may not have read its partition yet: its empty page reloads itself until it has.
+        try:
+            WebDriverWait(chromium, 60).until(expected.presence_of_element_located((By.ID, "doc-id")))
+        except TimeoutException:
+            page, log = chromium.page_source[-2000:], (tmp_path / "desk.log").read_text()[-3000:]
+            raise AssertionError(f"no record shown after 60 s; page:\n{page}\ndesk:\n{log}") from None
         seen = shown(chromium)
         if os.environ.get("SEQSTREAM_UPDATE_SCREENSHOT"):
             DOCS.mkdir(exist_ok=True)

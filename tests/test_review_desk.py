@@ -257,7 +257,8 @@ def test_accept_correct_and_reject_reach_fields_and_audit_once_each(desk) -> Non
         assert f'<h2 id="doc-id">{doc_id}</h2>' in page
         response = ann.post("/decide", data={**form_of(page), **choice})
         assert response.status_code == 303, response.text
-    assert 'id="empty"' in ann.get("/").text
+    empty = ann.get("/").text
+    assert 'id="empty"' in empty and '<meta http-equiv="refresh"' in empty  # it looks again by itself
     scraped = ann.get("/metrics").text  # the desk's own /metrics: what the Grafana panel and the alert read
     assert f'seqstream_review_backlog{{partition="0",topic="{settings.topics.review}"}} 0.0' in scraped
     assert 'seqstream_review_decisions_total{action="rejected"}' in scraped

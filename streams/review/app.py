@@ -38,6 +38,8 @@ TEMPLATES = Jinja2Templates(
     env=jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).with_name("templates")), autoescape=True)
 )
 MAX_REVIEWER_CHARS = 64
+# An empty desk page reloads itself this often; a page showing a record never does (it would lose the form).
+EMPTY_REFRESH_S = 5
 
 
 def desk_app(review: ReviewSettings, queue: Queue) -> Starlette:
@@ -98,6 +100,7 @@ def desk_app(review: ReviewSettings, queue: Queue) -> Starlette:
             "message": request.session.pop("message", ""),
             "depth": depth,
             "view": desk_view(waiting, newer, queue.decided) if waiting else None,
+            "refresh_s": EMPTY_REFRESH_S,
         }
         return TEMPLATES.TemplateResponse(request, "desk.html", context)
 
