@@ -24,7 +24,7 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from ops.kafka.cluster import KafkaCluster
+from ops.kafka.cluster import TIMED_OUT_TRANSACTION_CHECK_MS, KafkaCluster
 from ops.stress.worker_process import (
     Accounting,
     OutputReader,
@@ -48,6 +48,8 @@ EOS_READY = "exactly-once worker ready"
 OPEN = "transaction open"
 SLOW_COMMIT_WORKER = [sys.executable, "-m", "tests.slow_commit_worker", "worker"]
 TRANSACTION_TIMEOUT_S = 10.0
+# How long past both a record's completion and the dead transaction's abort readers may still wait for it.
+HELD_BACK_MAX_S = 5.0
 
 
 class Run:
@@ -278,7 +280,7 @@ def _first_visible(r: Run, match: Callable[[dict], bool], timeout_s: float, work
 
 
 @pytest.mark.timeout(600)
-def test_readers_see_past_a_killed_exactly_once_worker_within_15_s(run) -> None:
+def test_readers_see_past_a_killed_exactly_once_worker_once_its_transaction_times_out(run) -> None:
     r = run(worker__delivery="exactly_once")
     t = r.settings.topics
     waves = [sample_messages(n, seed) for n, seed in ((150, 83), (150, 84), (150, 85), (100, 86))]
@@ -361,7 +363,16 @@ def test_readers_see_past_a_killed_exactly_once_worker_within_15_s(run) -> None:
     )
     assert r.settings.kafka.transaction_timeout_s == TRANSACTION_TIMEOUT_S, "the test must run the default"
     assert a_partitions, "a wrote nothing before its second death"
-    assert survivor_visible <= 15, f"readers waited {survivor_visible:.1f} s on the dead worker"
+    # Readers wait for two things: b's record itself, and the broker's abort of a's dead transaction
+    # (its timeout, plus the brokers' once-a-second check). Past the later of the two, a partition
+    # held back longer means readers waited on the dead worker. b's own pace (its session's expiry,
+    # its batches through the model) is not the transaction's: a crowded machine stretches it, and
+    # the bound of 15 s from the kill failed on a record b completed 15.1 s after it, visible 0.2 s later.
+    held_back = {
+        p: at - killed - max(done, TRANSACTION_TIMEOUT_S + TIMED_OUT_TRANSACTION_CHECK_MS / 1000)
+        for p, (at, done) in per_partition.items()
+    }
+    assert max(held_back.values()) <= HELD_BACK_MAX_S, f"readers held back on the dead worker: {held_back}"
     # Not asserted: taking a's partitions over also waits for a's session (10 s here) to expire and
     # for b's next batch through the model, which a crowded machine stretches.
     # The restart's own duration (a process start and a model load: 6 s on a quiet machine, 40 s

@@ -98,13 +98,22 @@ def create_app(settings: Settings, pipeline: Pipeline, instance_id: str | None =
             batch = [_inbound(e.message, received_at, started) for e in events]
             return events, started, loop.run_in_executor(prepare_thread, driver.take, batch)
 
-        fetching = asyncio.ensure_future(batches.__anext__())
+        async def next_events() -> list[faust.types.EventT] | None:
+            try:
+                return await batches.__anext__()
+            except StopAsyncIteration:  # the stream ends when the worker stops: no crash in its log
+                return None
+
+        fetching = asyncio.ensure_future(next_events())
         ahead = None
         try:
             while True:
                 if ahead is None:
-                    ahead = take(await fetching)
-                    fetching = asyncio.ensure_future(batches.__anext__())
+                    fetched = await fetching
+                    if fetched is None:
+                        return
+                    ahead = take(fetched)
+                    fetching = asyncio.ensure_future(next_events())
                 (events, started, taking), ahead = ahead, None
                 waiting = time.monotonic()
                 taken = await taking
@@ -112,9 +121,9 @@ def create_app(settings: Settings, pipeline: Pipeline, instance_id: str | None =
                 # While the model runs this batch, the next one is taken and prepared. Its events stay
                 # un-acked until its own outputs are acknowledged, as every batch's.
                 done, _ = await asyncio.wait({finishing, fetching}, return_when=asyncio.FIRST_COMPLETED)
-                if fetching in done:
-                    ahead = take(fetching.result())
-                    fetching = asyncio.ensure_future(batches.__anext__())
+                if fetching in done and (fetched := fetching.result()) is not None:
+                    ahead = take(fetched)
+                    fetching = asyncio.ensure_future(next_events())
                 processed = await finishing
                 produce_started = time.monotonic()
                 await write(processed.outgoing)
