@@ -11,7 +11,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from model.answers.backoff import Backoff, ModelScorer, _groups
-from model.answers.candidates import extend_cut_values, in_role, offered, whole_name
+from model.answers.candidates import degree_rank, extend_cut_values, in_role, offered, whole_name
 from model.answers.checks import claimed, document_reasons, taken_values, unclaimed_entities
 from model.answers.parties import nameless_parties
 from model.answers.validate import Extraction
@@ -535,6 +535,8 @@ def test_a_closed_vocabularys_value_holds_one_of_its_words(label: str, value: st
         ("海口讯 海南省商务厅", "海口讯 海南省商务厅"),  # between two words
         ("王小宝 男", "王小宝 男"),  # a sex after a name
         ("Henrik Larsen 与许文澜", "Henrik Larsen 与许文澜"),  # no Chinese character on one side
+        ("就诊单位：昆明医科大学第二附\n属医院", "就诊单位：昆明医科大学第二附属医院"),  # OCR wrapped 附属
+        ("签约方：市教育装备中心\n地址：昆明", "签约方：市教育装备中心\n地址：昆明"),  # a line's end
     ],
 )
 def test_spaces_inside_chinese_words_are_read_without(text: str, squeezed: str) -> None:
@@ -649,3 +651,17 @@ def test_an_english_texts_proper_nouns_are_read_by_where_they_stand() -> None:
     assert all(news[e.start : e.end] == e.text for e in english_names(news))
     # A text mostly in Chinese is LAC's alone.
     assert english_names("甲方：厦门鹭岛声学科技有限公司，乙方：沈卓然。Signed at Xiamen, Fujian.") == []
+
+
+def test_a_transliterated_name_is_read_across_its_middle_dot() -> None:
+    text = "本院医师努尔艾力·吐尔洪（男）参加了义诊"
+    assert "努尔艾力·吐尔洪" in [e.text for e in finder()(text) if e.tag == "PER"]
+    assert matches("person", "努尔艾力·吐尔洪") and not matches("person", "·吐尔洪")
+
+
+def test_a_persons_degree_is_the_highest_named() -> None:
+    assert [degree_rank(d) for d in ("博士研究生", "研究生学历", "本科", "大专", "Bachelor's degree", "学历")] == [
+        0, 1, 2, 3, 2, None,
+    ]  # fmt: skip
+    doc = _doc("先后获得学士、硕士学位，2020年取得博士学位。", "resume")
+    assert [c.text for c in offered(doc, "学历", [], [])] == ["博士学位", "博士"]  # each spelling of it

@@ -134,6 +134,23 @@ def test_typed_values_broken_by_ocr_are_mentions_and_read_whole(kind, text, ment
     assert normal_form(kind, mention).value == normal
 
 
+@pytest.mark.parametrize(
+    ("kind", "text", "mention", "normal"),
+    [
+        ("phone", "London office: +44 20 7946 0958 (ext. none)", "+44 20 7946 0958", "+442079460958"),
+        ("phone", "WhatsApp ＋65 9012-3456，随时联系", "＋65 9012-3456", "+6590123456"),
+        ("date", "签订时间：贰零贰叁年拾壹月伍日\n", "贰零贰叁年拾壹月伍日", "2023-11-05"),
+    ],
+)
+def test_another_countrys_phone_and_a_date_in_financial_numerals_are_mentions(kind, text, mention, normal) -> None:
+    assert mentions(text)[kind] == (mention,)
+    assert normal_form(kind, mention).value == normal
+
+
+def test_a_year_after_a_plus_is_no_phone() -> None:
+    assert mentions("营收同比+25 2024年")["phone"] == ()
+
+
 def test_mixed_script_names_are_persons_and_mentions() -> None:
     assert all(person_ok(v) for v in ("Kevin 刘", "Emily Chen 陈怡", "欧阳 Vincent", "张伟", "John Smith"))
     assert not any(person_ok(v) for v in ("Android开发", "SLAM算法", "Java后端", "Tony"))

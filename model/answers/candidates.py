@@ -120,12 +120,32 @@ def offered(
     if (value := keyed_value(doc, label)) is not None:
         # The text's key names the label's value; the other names in the text play other roles.
         candidates = [c for c in candidates if c.text == value] or candidates
+    if label == "学历":
+        # A person's degree is their highest: a résumé or a reference names each one taken (本科、硕士、博士).
+        top = min((r for c in candidates if (r := degree_rank(c.text)) is not None), default=None)
+        candidates = [c for c in candidates if degree_rank(c.text) in (top, None)]
     if doc.field_types.get(label) == "person":
         # A kinship word LAC tags a person (二叔) is no name: where names are offered, it is not. A
         # Latin given name alone stays (Leo of Leo 蒋: the model's pick of it takes the whole name).
         named = [c for c in candidates if matches("person", c.text) or not _HAN_ONLY.fullmatch(c.text)]
         candidates = named or candidates
     return in_role(doc.text, label, candidates)[:MAX_CANDIDATES]
+
+
+_DEGREES = (
+    ("博士", "phd", "ph.d", "doctor"),
+    ("硕士", "研究生", "master", "mba"),
+    ("本科", "学士", "bachelor"),
+    ("大专", "专科"),
+    ("中专", "高中"),
+    ("初中",),
+)
+
+
+def degree_rank(text: str) -> int | None:
+    """0 for a doctorate, 1 for a master's, and so on down; None when the text names no degree."""
+    lower = text.lower()
+    return next((rank for rank, words in enumerate(_DEGREES) if any(w in lower for w in words)), None)
 
 
 # Labels whose value plays a role some candidates visibly do not: a school is where a person studied,

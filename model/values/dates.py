@@ -14,8 +14,9 @@ from datetime import date
 from model.values.numerals import chinese_number
 from model.values.width import fold_width
 
-# Runs of Chinese numerals (二〇二四, 十五, 廿) that cn2an turns into digits before the patterns run.
-_CN_NUMERAL = re.compile(r"[〇零一二三四五六七八九十两廿卅]+")
+# Runs of Chinese numerals (二〇二四, 十五, 廿) that cn2an turns into digits before the patterns run;
+# contracts write the date in the amounts' financial numerals too (贰零贰肆年陆月拾贰日).
+_CN_NUMERAL = re.compile(r"[〇零一二三四五六七八九十两廿卅壹贰叁肆伍陆柒捌玖拾]+")
 _WEEKDAY = re.compile(r"[(（]?(星期|周|礼拜)[一二三四五六日天][)）]?$")
 _YMD_CN = re.compile(r"(?:(?P<y>\d{4})年)?(?:(?P<m>\d{1,2})月份?)?(?:(?P<d>\d{1,2})[日号])?")
 _YMD_SEP = re.compile(r"(?P<y>\d{4})(?P<sep>[-/.])(?P<m>\d{1,2})(?:(?P=sep)(?P<d>\d{1,2}))?")

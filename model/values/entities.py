@@ -72,7 +72,22 @@ def _squeezed_entities(source: str) -> list[Entity]:
                 at, text = _one_line(tag, at, text)
             if text:
                 found.append(Entity(tag, at, at + len(text), text))
-    return _latin_names(source, found)
+    return _latin_names(source, _dotted_names(source, found))
+
+
+# A transliterated name joins its parts with a middle dot (维吾尔族 and foreign names: 阿依古丽·买买提,
+# 列夫·托尔斯泰); LAC sometimes ends the person at the dot.
+_DOTTED_TAIL = re.compile(r"(?:[·・•][\u4e00-\u9fff]{1,6})+")
+
+
+def _dotted_names(source: str, found: list[Entity]) -> list[Entity]:
+    out: list[Entity] = []
+    for e in found:
+        if out and out[-1].tag == "PER" and e.end <= out[-1].end:
+            continue  # the rest of a name already joined
+        tail = _DOTTED_TAIL.match(source, e.end) if e.tag == "PER" else None
+        out.append(Entity("PER", e.start, tail.end(), source[e.start : tail.end()]) if tail else e)
+    return out
 
 
 _LATIN_WORD = re.compile(r"[A-Za-z][A-Za-z.'\-]*")

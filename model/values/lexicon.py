@@ -21,6 +21,8 @@ ENGLISH_ORGANISATION = re.compile(
     rf"|(?:University|Institute|College) of(?: [A-Z][\w&'.-]*){{1,4}}"
 )
 _CJK_NAME = re.compile(r"[\u4e00-\u9fff·]{2,5}")
+# A transliterated name, its parts joined by a middle dot (阿依古丽·买买提): no Chinese surname leads it.
+_DOTTED_NAME = re.compile(r"[\u4e00-\u9fff]{1,6}(?:[·・•][\u4e00-\u9fff]{1,6}){1,3}")
 _LATIN_NAME = re.compile(r"[A-ZÀ-ÖØ-Þ][A-Za-zÀ-ÖØ-öø-ÿ'.-]*( [A-ZÀ-ÖØ-Þ][A-Za-zÀ-ÖØ-öø-ÿ'.-]*){1,3}")
 # A name as bilingual staff write theirs: an English given name before a Chinese surname and given
 # name (Kevin 刘, Emily Chen 陈怡), or a Chinese surname before an English given name (欧阳 Vincent).
@@ -41,8 +43,9 @@ def surnames() -> frozenset[str]:
 
 def person_ok(value: str) -> bool:
     """A 2-5 character CJK name starting with a known surname (compound first), a capitalised Latin
-    name, or a mixed-script one whose Chinese part starts with a known surname (Kevin 刘, 欧阳 Vincent)."""
-    if _LATIN_NAME.fullmatch(value):
+    name, a transliterated one with its middle dots, or a mixed-script one whose Chinese part starts
+    with a known surname (Kevin 刘, 欧阳 Vincent)."""
+    if _LATIN_NAME.fullmatch(value) or _DOTTED_NAME.fullmatch(value):
         return True
     mixed = _ENGLISH_FIRST.fullmatch(value) or _CHINESE_FIRST.fullmatch(value)
     if mixed:

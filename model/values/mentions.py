@@ -16,10 +16,11 @@ from model.values.dates import ENGLISH_MONTH, ENGLISH_ORDINAL_DAY
 from model.values.field_types import matches
 from model.values.forms import FORM_KEYS
 from model.values.lexicon import ENGLISH_ORGANISATION, organisation_suffixes
+from model.values.width import inner_space
 from schemas.field_sets import FieldType
 
 D = "[0-9０-９]"
-CN = "[〇零一二三四五六七八九十两]"
+CN = "[〇零一二三四五六七八九十两壹贰叁肆伍陆柒捌玖拾]"  # a date's numerals, 小写 or 大写
 BIG = "[零壹贰叁肆伍陆柒捌玖拾佰仟万亿一二三四五六七八九十百千两]"
 # Between a phone's digit groups: a dash (with spaces around it, as OCR and typists leave them) or
 # one space (０２０-3889 1456, 0519 - 8699 2317, １３９－１０２８－６６７３).
@@ -29,6 +30,8 @@ _PATTERNS: dict[FieldType, re.Pattern[str]] = {
     "phone": re.compile(
         rf"(?<![0-9０-９])(?:(?:\+|00|＋)?86{_GAP})?"
         rf"(?:[1１][3-9３-９]{D}(?:{_GAP}{D}){{8}}|0{D}{{2,3}}{_GAP}{D}(?:{_GAP}{D}){{6,7}}|[48]00{_GAP}{D}{{3}}{_GAP}{D}{{4}})(?![0-9０-９])"
+        # Another country's number, written with its code (+65 8123 4590): `parse_phone` counts the digits.
+        rf"|[+＋](?![8８][6６]){D}{{1,3}}(?:[ -]?{D}{{2,5}}){{2,5}}(?![0-9０-９])"
     ),
     # OCR breaks an address after its @ (emily.chen@ 163.com); the e-mail reader joins it again.
     "email": re.compile(r"[A-Za-z0-9._%+-]+@\s?[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+"),
@@ -54,8 +57,10 @@ _PATTERNS: dict[FieldType, re.Pattern[str]] = {
 _ORG_CHARS = r"[^\W\d_于在从与和及的是为了年月日到去带住向由]"
 # A Latin word inside a Chinese name stands between spaces (武汉光谷 Nova 生物医药有限公司, 厦门 ＩＣＣ 国际…).
 _LATIN_GAP = "(?: (?=[A-Za-zＡ-Ｚａ-ｚ])|(?<=[A-Za-zＡ-Ｚａ-ｚ]) )"
+# A line break inside a name (广西医科大学第一附\n属医院); `_matched` keeps it only where OCR wrapped a word.
+_HAN_BREAK = r"(?<=[\u4e00-\u9fff])\n(?=[\u4e00-\u9fff])"
 _PATTERNS["organisation"] = re.compile(
-    rf"{_ORG_CHARS}(?:{_ORG_CHARS}|{_LATIN_GAP}){{1,30}}?"
+    rf"{_ORG_CHARS}(?:{_ORG_CHARS}|{_LATIN_GAP}|{_HAN_BREAK}){{1,30}}?"
     r"(?:有限责任公司|股份有限公司|有限公司|集团|医院|大学|学院|研究院|研究所|学校|中学|事务所|银行)"
     rf"|{ENGLISH_ORGANISATION.pattern}"
 )
@@ -107,7 +112,14 @@ def _matched(kind: FieldType, pattern: re.Pattern[str], text: str) -> list[str]:
     附属医院, and the second alone names nothing (the model, made to choose, took 附属医院)."""
     found, start, end = [], -1, -1
     for m in pattern.finditer(text):
-        start = start if kind == "organisation" and m.start() == end else m.start()
+        begins = m.start()
+        if kind == "organisation":
+            # A line's end, not OCR's wrap of a word (inner_space): the name starts on the next line.
+            begins = max(
+                (i + 1 for i in range(m.start(), m.end()) if text[i] == "\n" and not inner_space(text, i)),
+                default=begins,
+            )
+        start = start if kind == "organisation" and begins == end else begins
         end = m.end()
         found.append(text[start:end])
     return found

@@ -1,4 +1,5 @@
-"""Mainland phone numbers in any of their spellings, as one E.164-style string."""
+"""Mainland phone numbers in any of their spellings, as one E.164-style string; other countries' numbers
+when written with their country code (+65 8123 4590 -> +6581234590), digits only, unchecked beyond their count."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ _MOBILE = re.compile(r"(?:86)?(1[3-9]\d{9})")
 # 010 and 020-029 have two-digit area codes, every other one three; a local number never starts with 0.
 _LANDLINE = re.compile(r"0(10|2\d|[3-9]\d\d)([1-9]\d{6,7})")
 _SERVICE = re.compile(r"(400|800)(\d{7})")
+# E.164: a country code and the number, 15 digits at most; 8 at least keeps a short code or a year out.
+_ABROAD = re.compile(r"(?:\+|00)([1-9]\d{7,14})")
 
 
 def parse_phone(text: str) -> str | None:
@@ -23,6 +26,8 @@ def parse_phone(text: str) -> str | None:
         folded = folded[: extension.start()]
     digits = _SPACING.sub("", folded)
     international = _COUNTRY.match(digits)
+    if not international and (abroad := _ABROAD.fullmatch(digits)) and not extension:
+        return "+" + abroad[1]
     if international:
         digits = digits[international.end() :]
     if not digits.isascii() or not digits.isdigit():

@@ -30,15 +30,42 @@ def _beside_one_alone(text: str, at: int) -> bool:
     return (not _han(text, at - 2) or right_alone) and not (right_alone and text[at + 1] in "男女")
 
 
+# A line break between two Chinese characters is OCR's wrap when a word runs across it (广西医科大学第一附
+# 属医院: 附属; 文化体育广 电和旅游局: 广电), and a line's end otherwise (教育装备中心 地址).
+_BREAK_BETWEEN_HAN = re.compile(r"(?<=[\u4e00-\u9fff])\n(?=[\u4e00-\u9fff])")
+_HAN_TAIL = re.compile(r"[\u4e00-\u9fff]{1,6}$")
+_HAN_HEAD = re.compile(r"[\u4e00-\u9fff]{1,6}")
+
+
+def _inside_word(text: str, at: int) -> bool:
+    """For a line break between two Chinese characters: jieba's words (jieba-rs, which cuts a run of
+    Chinese characters as jieba does) of the characters around it, joined, run across it."""
+    import rjieba
+
+    left = _HAN_TAIL.search(text, 0, at)
+    right = _HAN_HEAD.match(text, at + 1)
+    if left is None or right is None:
+        return False
+    edge = 0
+    for word in rjieba.cut(left.group() + right.group(), hmm=False):
+        edge += len(word)
+        if edge >= len(left.group()):
+            return edge > len(left.group())
+    return False
+
+
 def inner_space(text: str, at: int) -> bool:
-    """Whether `text[at]` is a space `han_squeezed` takes out."""
+    """Whether `text[at]` is a space or a line break `han_squeezed` takes out."""
+    if _BREAK_BETWEEN_HAN.match(text, at):
+        return _inside_word(text, at)
     return _SPACE_BETWEEN_HAN.match(text, at) is not None and _beside_one_alone(text, at)
 
 
 def han_squeezed(text: str) -> tuple[str, list[int]]:
-    """`text` without the spaces between Chinese characters that `inner_space` finds, and for each of
-    its characters its position in `text` (an empty list where there were none: the text is its own)."""
+    """`text` without the spaces and line breaks between Chinese characters that `inner_space` finds, and
+    for each of its characters its position in `text` (an empty list where there were none: the text is its own)."""
     gaps = {m.start() for m in _SPACE_BETWEEN_HAN.finditer(text) if _beside_one_alone(text, m.start())}
+    gaps |= {m.start() for m in _BREAK_BETWEEN_HAN.finditer(text) if _inside_word(text, m.start())}
     if not gaps:
         return text, []
     at = [i for i in range(len(text)) if i not in gaps]
