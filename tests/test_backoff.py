@@ -665,3 +665,10 @@ def test_a_persons_degree_is_the_highest_named() -> None:
     ]  # fmt: skip
     doc = _doc("先后获得学士、硕士学位，2020年取得博士学位。", "resume")
     assert [c.text for c in offered(doc, "学历", [], [])] == ["博士学位", "博士"]  # each spelling of it
+
+
+def test_an_address_written_in_english_is_offered_for_a_place() -> None:
+    doc = _doc("Senior Analyst wanted\nOffice: Suite 5, 12 Queen's Road, Central, Hong Kong\nPay: HKD 40,000", "job_ad")
+    assert [c.text for c in offered(doc, "工作地点", [], []) if c.source == "address"] == [
+        "Suite 5, 12 Queen's Road, Central, Hong Kong"
+    ]

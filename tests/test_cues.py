@@ -71,6 +71,10 @@ def test_a_job_title_after_its_key_or_a_verb_of_hiring_and_a_term_after_its_key(
     # A term after its start, or written as its first and last day (OCR broke the second).
     assert texts("开发周期为自本协议生效起十八个月。", "合同期限") == ["十八个月"]
     assert texts("履约期：合同签订后九十日内交货", "合同期限") == ["九十日"]
+    assert texts("本担保有效期至主债务履行完毕之日止。", "合同期限") == ["至主债务履行完毕之日止"]
+    assert texts("The Supplier shall install the units within Forty-Five (45) days.", "合同期限") == [
+        "Forty-Five (45) days"
+    ]
     assert texts("实习期 ：2025年7月1日至2025年9\n月30日\n", "合同期限") == ["2025年7月1日至2025年9\n月30日"]
     # A probation is no contract term.
     assert texts("试用期三个月", "合同期限") == []

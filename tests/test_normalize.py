@@ -57,6 +57,8 @@ FORMATS = [
     ("date", "2019年-2023年", ("2019", "2023", None, None)),
     ("date", "2023年9月——2024年1月", ("2023-09", "2024-01", None, None)),
     ("amount", "壹佰万元整", ("1000000", None, None, "CNY")),
+    ("amount", "US Dollars Sixty-Two Thousand Four Hundred Only", ("62400", None, None, "USD")),
+    ("amount", "Two Hundred and Five Thousand Yuan", ("205000", None, None, "CNY")),
     ("amount", "人民币伍拾万元", ("500000", None, None, "CNY")),
     ("amount", "人民币伍拾贰万元整", ("520000", None, None, "CNY")),
     ("amount", "壹万贰仟叁佰肆拾伍元陆角柒分", ("12345.67", None, None, "CNY")),
@@ -147,6 +149,8 @@ NOT_OF_THEIR_TYPE = [
     ("phone", "12800138000"),
     ("phone", "1380013800"),
     ("phone", "+65 2025"),
+    ("amount", "Sixty-Two Thousand"),  # no currency
+    ("amount", "Dollars Twenty Twenty"),
     ("phone", "010-0234567"),
     ("phone", "电话"),
     ("id_card", "110105194912310021"),

@@ -64,6 +64,24 @@ def test_a_list_ends_at_a_clause_or_an_item_that_is_no_name() -> None:
     assert _listed("中铁建工集团、某某、雄安集团", "中铁建工集团", names) == []
 
 
+def test_an_english_name_among_listed_organisations_is_one_of_them() -> None:
+    text = "合作方：华润置地、Standard Chartered、招商银行\n日期：2025年"
+    doc = _doc(text, "news")
+    record = _record(doc, {"组织机构": "华润置地"}, review=True)
+    add_listed(doc, record, _entities(text, "ORG", ["华润置地", "招商银行"]))
+    assert [s.text for s in record.fields["组织机构"]] == ["华润置地", "Standard Chartered", "招商银行"]
+    text = "Lenovo and Nvidia unveiled a joint lab in Beijing on Monday"
+    doc = _doc(text, "news")
+    record = _record(doc, {"组织机构": "Lenovo"}, review=True)
+    add_listed(doc, record, _entities(text, "ORG", ["Lenovo"]))
+    assert [s.text for s in record.fields["组织机构"]] == ["Lenovo", "Nvidia"]  # its item runs on: the list ends
+    text = "腾讯与Tesla Motors今日在上海签约"
+    doc = _doc(text, "news")
+    record = _record(doc, {"组织机构": "腾讯"}, review=True)
+    add_listed(doc, record, _entities(text, "ORG", ["腾讯"]))
+    assert [s.text for s in record.fields["组织机构"]] == ["腾讯", "Tesla Motors"]
+
+
 def _doc(text: str, field_set: str):
     raw = {"doc_id": "d", "text": text, "field_set": field_set}
     return decode_document(json.dumps(raw, ensure_ascii=False).encode(), 1 << 20)

@@ -18,7 +18,7 @@ import msgspec
 from model.answers.checks import PARTY_LABELS, PLACE_LABELS, claimed, in_address, label_kind, taken_by_others
 from model.answers.parties import keyed_value
 from model.answers.validate import Extraction, normalised
-from model.values.addresses import address_end
+from model.values.addresses import address_end, english_addresses
 from model.values.cues import CUED_LABELS, cued_values
 from model.values.entities import Entity, EntityTag
 from model.values.field_types import matches
@@ -111,6 +111,10 @@ def offered(
         ]
         # The whole addresses only: a part of one (雁塔区… in 西安市雁塔区…) would crowd the candidates.
         found += [a for a in addresses if not any(b.start < a.start and a.end <= b.end for b in addresses)]
+        found += [
+            Candidate(text=doc.text[start:end], start=start, end=end, score=0.0, source="address")
+            for start, end in english_addresses(doc.text)
+        ]
     unique: dict[str, Candidate] = {}
     for candidate in sorted(found, key=lambda c: (c.start, -c.end)):
         text = candidate.text.strip()

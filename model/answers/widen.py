@@ -203,11 +203,19 @@ def _items_of(text: str, names: frozenset[tuple[int, int]], kind: str | None) ->
         # A whole organisation's name LAC splits (西门子（中国）有限公司).
         if kind == "organisation" and matches("organisation", text[start:end]):
             return start, end
+        # An English name among organisations LAC does not tag (Schneider Electric, BYD and Uber
+        # announced…): capitalised words, the whole item or, going right, the words it starts with
+        # up to a space or a Chinese character (Siemens Energy当日…).
+        latin = _LATIN_ORGANISATION.match(text, start, end) if kind == "organisation" else None
+        if latin and (latin.end() == end or (right and not inside and _RUNS_ON.match(text, latin.end()))):
+            return start, latin.end()
         return max(inside, key=lambda n: n[1] - n[0]) if inside else None
 
     return test
 
 
+_LATIN_ORGANISATION = re.compile(r"[A-Z][A-Za-z0-9&'.-]*(?: [A-Z][A-Za-z0-9&'.-]*){0,3}(?![A-Za-z0-9&'.-])")
+_RUNS_ON = re.compile(r" |[\u4e00-\u9fff]")
 # A title before a name is no part of it (Dr. Anna Müller).
 _LATIN_BEFORE = re.compile(r"(?:[A-Za-z]|(?<!Dr)(?<!Mr)(?<!Ms)(?<!Mrs)(?<!Prof)\.) $")
 _LATIN_AFTER = re.compile(r" [A-Za-z]")

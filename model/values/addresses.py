@@ -36,6 +36,22 @@ def address_end(text: str, start: int) -> int | None:
     return start + (tail.end() if tail else numbers[-1].end())
 
 
+# An address written in English: rooms, floors and buildings, a house number and a street, then the
+# district and city (Room 1803, Tower 2, 1717 Nanjing West Road, Jing'an, Shanghai). LAC tags none of it.
+_EN_WORD = r"[A-Z][\w'-]*"
+_ENGLISH_ADDRESS = re.compile(
+    r"(?<![\w-])(?:(?:Room|Rm\.|Suite|Unit|Flat|Floor|Level|Block|Tower|Building|Bldg\.) [\w-]+,? )*"
+    rf"(?:No\.\s?)?\d+[A-Za-z]?,? (?:{_EN_WORD} ){{1,4}}"
+    r"(?:Road|Rd\.|Street|St\.|Avenue|Ave\.|Boulevard|Blvd\.|Lane|Highway|Drive|Way)"
+    rf"(?:, {_EN_WORD}(?: {_EN_WORD}){{0,2}}){{0,3}}"
+)
+
+
+def english_addresses(text: str) -> list[tuple[int, int]]:
+    """The (start, end) of each street address the text writes in English."""
+    return [(m.start(), m.end()) for m in _ENGLISH_ADDRESS.finditer(text)]
+
+
 # A part of a place that is a street or a site, not a district: a place's district stops before it.
 _STREET = re.compile(r"(?:路|街|道|巷|弄|胡同|号|楼|室|广场|大厦|中心|园)$")
 

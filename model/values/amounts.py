@@ -42,6 +42,58 @@ _CHINESE = re.compile(r"[〇零一二三四五六七八九十百千万亿两壹�
 MAX_CHARS = 64
 
 
+# A sum in English words, as contracts write it beside or instead of the figure: US Dollars Sixty-Two
+# Thousand Four Hundred Only. A currency is needed, before or after the words, as for any amount.
+_EN_UNITS = (
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+    "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen",
+)  # fmt: skip
+_EN_TENS = ("twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety")
+_EN_VALUES = {**{w: i for i, w in enumerate(_EN_UNITS)}, **{w: 10 * (i + 2) for i, w in enumerate(_EN_TENS)}}
+_EN_SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9}
+ENGLISH_NUMBER_WORD = "|".join(sorted([*_EN_VALUES, "hundred", *_EN_SCALES], key=len, reverse=True))
+ENGLISH_CURRENCY = r"US Dollars|U\.S\. Dollars|Hong Kong Dollars|Dollars|Renminbi|Yuan|Euros?|Pounds Sterling|Pounds"
+_EN_CURRENCIES = {
+    "us dollars": "USD", "u.s. dollars": "USD", "dollars": "USD", "hong kong dollars": "HKD", "renminbi": "CNY",
+    "yuan": "CNY", "euro": "EUR", "euros": "EUR", "pounds sterling": "GBP", "pounds": "GBP",
+}  # fmt: skip
+_EN_WORDS = rf"(?:{ENGLISH_NUMBER_WORD})(?:[\s-]+(?:and\s+)?(?:{ENGLISH_NUMBER_WORD}))*"
+# As a text writes one (model/values/mentions.py): a currency before the words or after them.
+ENGLISH_AMOUNT = (
+    rf"(?:{ENGLISH_CURRENCY}|USD|RMB|CNY|EUR|GBP|HKD)\s+{_EN_WORDS}(?:\s+only)?"
+    rf"|{_EN_WORDS}\s+(?:{ENGLISH_CURRENCY})(?:\s+only)?"
+)
+_ENGLISH_AMOUNT = re.compile(
+    rf"(?:(?P<pre>{ENGLISH_CURRENCY}|USD|RMB|CNY|EUR|GBP|HKD)\s+)?(?P<words>{_EN_WORDS})"
+    rf"(?:\s+(?P<post>{ENGLISH_CURRENCY}))?(?:\s+only)?\.?",
+    re.IGNORECASE,
+)
+
+
+def _english_amount(text: str) -> Amount | None:
+    found = _ENGLISH_AMOUNT.fullmatch(" ".join(text.split()))
+    if found is None or not (found["pre"] or found["post"]):
+        return None
+    marker = (found["pre"] or found["post"]).lower()
+    currency = _EN_CURRENCIES.get(marker) or _CURRENCIES.get(marker)
+    total = current = 0
+    for word in re.split(r"[\s-]+", found["words"].lower().strip()):
+        if word == "and":
+            continue
+        if word == "hundred":
+            if not current:
+                return None
+            current *= 100
+        elif word in _EN_SCALES:
+            total, current = total + current * _EN_SCALES[word], 0
+        else:
+            value = _EN_VALUES[word]
+            if current % 100 and (value >= 10 or current % 10):
+                return None  # twenty twenty, one two: no number
+            current += value
+    return Amount(Decimal(total + current), None, None, currency)
+
+
 class Amount(NamedTuple):
     value: Decimal
     end: Decimal | None
@@ -53,6 +105,8 @@ def parse_amount(text: str) -> Amount | None:
     """The amount or range of amounts the text names, in whole currency units; None when it names none."""
     if len(text) > MAX_CHARS:
         return None
+    if text[:1].isascii() and text[:1].isalpha() and (english := _english_amount(text)) is not None:
+        return english
     body = "".join(fold_width(text).split()).replace(",", "")
     unit = None
     if found := _PERIOD_PREFIX.search(body):

@@ -18,6 +18,7 @@ import functools
 import re
 from typing import NamedTuple
 
+from model.values.amounts import ENGLISH_NUMBER_WORD
 from model.values.forms import KEYS, closed_end, keyed_values
 from model.values.lexicon import ENGLISH_LEGAL_FORMS, organisation_ok, person_ok
 
@@ -93,11 +94,14 @@ _TITLE = re.compile(
 _TERM_DATE = r"[0-9０-９]{4}\s*年\s*[0-9０-９]{1,2}\s*月\s*[0-9０-９]{1,2}\s*日"
 _TERM = re.compile(
     r"(?:合同期限|劳动合同期限|雇佣期限|服务期限|期限|聘期|租期|服务期|有效期|为期|期为|共|Term"
-    r"|开发周期|服务周期|顾问期|履约期|实习期|合作期|租赁期|工期)\s*(?:为|是|[:：│|])?\s*"
+    r"|开发周期|服务周期|顾问期|履约期|实习期|合作期|租赁期|工期|within)\s*(?:为|是|[:：│|])?\s*"
     # The term's start before its length: 自本协议生效起十八个月, 合同签订后九十日内.
     r"(?:自[^，,。；;\n]{1,12}?起|合同签订后|签订后)?"
     rf"(?P<value>{_TERM_DATE}\s*(?:至|到|-|—|~)\s*{_TERM_DATE}"
-    r"|(?:[0-9０-９]+|[一二两三四五六七八九十百零壹贰叁肆伍陆柒捌玖拾]+)\s?(?:个月|个工作日|年|周|天|日|years?|months?|days?))"
+    r"|(?:[0-9０-９]+|[一二两三四五六七八九十百零壹贰叁肆伍陆柒捌玖拾]+)\s?(?:个月|个工作日|年|周|天|日|years?|months?|days?)"
+    # Open-ended, up to an event: 至项目竣工验收合格之日止; in English words: ninety (90) days.
+    r"|至[^，,。；;\n]{2,30}?止"
+    rf"|(?:(?i:{ENGLISH_NUMBER_WORD})(?:-(?i:{ENGLISH_NUMBER_WORD}))? \([0-9]+\)|[0-9]+) (?:days|months|years))"
 )
 # A news event: a clause led by a verb of what organisations do in the news (签署…, 举办…, 宣布…),
 # up to the clause's end.

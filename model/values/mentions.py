@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import re
 
+from model.values.amounts import ENGLISH_AMOUNT
 from model.values.dates import ENGLISH_MONTH, ENGLISH_ORDINAL_DAY
 from model.values.field_types import matches
 from model.values.forms import FORM_KEYS
@@ -49,6 +50,8 @@ _PATTERNS: dict[FieldType, re.Pattern[str]] = {
         rf"|{D}[0-9０-９,]*(?:\.{D}+)?(?:百万|千万|亿|万|千)?元"
         # 大写, a currency's name before it, OCR's break inside it (人民币叁拾\n陆万元整)
         rf"|(?:人民币|美元|美金|港元|港币|欧元|日元|英镑)?{BIG}+(?:\n{BIG}+)?元整?"
+        # In English words: US Dollars Sixty-Two Thousand Four Hundred Only
+        rf"|(?<![A-Za-z])(?i:{ENGLISH_AMOUNT})(?![A-Za-z])"
     ),
 }
 # A run of name characters ending in an organisation's suffix; the lexicon confirms the suffix. Words
