@@ -1,4 +1,5 @@
-"""Full-width to half-width folding, shared by type checks and normalisation so it exists once."""
+"""Full-width to half-width folding, and the spaces and line breaks that letter-spacing and OCR leave
+inside Chinese words: shared by type checks, normalisation and LAC's reading so they exist once."""
 
 from __future__ import annotations
 
@@ -38,8 +39,9 @@ _HAN_HEAD = re.compile(r"[\u4e00-\u9fff]{1,6}")
 
 
 def _inside_word(text: str, at: int) -> bool:
-    """For a line break between two Chinese characters: jieba's words (jieba-rs, which cuts a run of
-    Chinese characters as jieba does) of the characters around it, joined, run across it."""
+    """For a line break between two Chinese characters: a dictionary word of jieba's (jieba-rs, which
+    cuts a run of Chinese characters as jieba does; no HMM guess, which joined 书 and 兹 of 证明书\n兹证明)
+    runs across it once the characters around it are joined."""
     import rjieba
 
     left = _HAN_TAIL.search(text, 0, at)
