@@ -623,6 +623,7 @@ def test_a_name_after_an_english_title_is_a_persons_in_either_script() -> None:
     text = "To: Dr. Hannah Becker, Orthopaedics\nYours sincerely,\nDr. 任嘉和 (General Practitioner)。Dr. 王明来自北京"
     assert mentions(text)["person"] == ("Hannah Becker", "任嘉和")  # not 王明来: a name stands alone
     assert matches("person", "Anna Müller")
+    assert mentions("Drs Hannah Becker; MrX 任嘉和 到了")["person"] == ()  # a title's dot is a dot
 
 
 def test_a_kinship_word_lac_tags_a_person_is_not_offered_beside_names() -> None:

@@ -99,7 +99,7 @@ def _spellings(kind: FieldType, value: str) -> tuple[str, ...]:
 # part after an English given name is a surname and at most two more characters: each length is
 # offered (Jessica 黄本人吧 holds Jessica 黄), and the lexicon's surname check decides.
 # A name after an English title is a person's, in either script (Dr. Anna Müller, Dr. 任嘉和).
-_TITLED = "|".join(f"(?<={title} )" for title in ("Dr.", "Mr.", "Ms.", "Mrs.", "Prof."))
+_TITLED = "|".join(f"(?<={re.escape(title)} )" for title in ("Dr.", "Mr.", "Ms.", "Mrs.", "Prof."))
 _PATTERNS["person"] = re.compile(
     r"(?<![A-Za-z])[A-Z][a-z]+(?: ?[A-Z][a-z]+)? ?[\u4e00-\u9fff]{1,3}"
     r"|(?<![\u4e00-\u9fff])[\u4e00-\u9fff]{1,2} ?[A-Z][a-z]+(?![A-Za-z])"
@@ -116,7 +116,7 @@ def _matched(kind: FieldType, pattern: re.Pattern[str], text: str) -> list[str]:
     found, start, end = [], -1, -1
     for m in pattern.finditer(text):
         begins = m.start()
-        if kind == "organisation":
+        if kind == "organisation" and "\n" in m.group():
             # A line's end, not OCR's wrap of a word (inner_space): the name starts on the next line.
             begins = max(
                 (i + 1 for i in range(m.start(), m.end()) if text[i] == "\n" and not inner_space(text, i)),
