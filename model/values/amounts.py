@@ -58,13 +58,15 @@ _EN_CURRENCIES = {
     "yuan": "CNY", "euro": "EUR", "euros": "EUR", "pounds sterling": "GBP", "pounds": "GBP",
 }  # fmt: skip
 _EN_WORDS = rf"(?:{ENGLISH_NUMBER_WORD})(?:[\s-]+(?:and\s+)?(?:{ENGLISH_NUMBER_WORD}))*"
+# Before the words a currency's code may stand too (USD Five Thousand); after them, only its name.
+_EN_BEFORE = rf"{ENGLISH_CURRENCY}|USD|RMB|CNY|EUR|GBP|HKD"
 # As a text writes one (model/values/mentions.py): a currency before the words or after them.
 ENGLISH_AMOUNT = (
-    rf"(?:{ENGLISH_CURRENCY}|USD|RMB|CNY|EUR|GBP|HKD)\s+{_EN_WORDS}(?:\s+only)?"
+    rf"(?:{_EN_BEFORE})\s+{_EN_WORDS}(?:\s+only)?"
     rf"|{_EN_WORDS}\s+(?:{ENGLISH_CURRENCY})(?:\s+only)?"
 )
 _ENGLISH_AMOUNT = re.compile(
-    rf"(?:(?P<pre>{ENGLISH_CURRENCY}|USD|RMB|CNY|EUR|GBP|HKD)\s+)?(?P<words>{_EN_WORDS})"
+    rf"(?:(?P<pre>{_EN_BEFORE})\s+)?(?P<words>{_EN_WORDS})"
     rf"(?:\s+(?P<post>{ENGLISH_CURRENCY}))?(?:\s+only)?\.?",
     re.IGNORECASE,
 )
