@@ -207,3 +207,20 @@ def test_batches_taken_ahead_on_another_thread_give_the_serial_records(reference
             ahead_records.append(stable(pipeline.finish(taken).outgoing))
     assert ahead_records == serial
     assert any(topic == settings.topics.dead_letter for topic, _, _ in ahead_records[1])
+
+
+def test_the_look_ahead_is_taken_late_after_a_partial_batch_and_at_once_after_a_full_one(
+    reference_engine, engine_settings
+) -> None:
+    """At low load the next batch is taken as late as its preparation allows (it then holds what
+    arrived while the model ran), after a full batch at once; before any batch, at once."""
+    from streams.flow.driver import PREPARE_LEAD
+
+    settings = settings_for(engine_settings)
+    driver = BatchDriver(Pipeline(reference_engine, settings), settings.topics)
+    assert driver.look_ahead_s(3) == 0.0
+    raws = [msgspec.json.encode(raw) for raw, _ in sample_documents(3, seed=5)]
+    driver.finish(driver.take([inbound(v, i) for i, v in enumerate(raws)]), 0.0)
+    assert driver.take_s > 0 and driver.finish_s > 0
+    assert driver.look_ahead_s(4) == max(0.0, driver.finish_s - PREPARE_LEAD * driver.take_s)
+    assert driver.look_ahead_s(3) == 0.0

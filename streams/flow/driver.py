@@ -14,6 +14,12 @@ goes the same way:
 Steps 1 and 3 are the same calls in every mode, so a look-ahead (preparing the next batch while
 this one decodes, its offsets still acknowledged only after its own outputs) changes what happens
 between them here and in the drivers' loops, not three copies of the steps.
+
+When to take the look-ahead matters at low load. Taken as the model starts batch t, batch t+1 holds
+only what had arrived by then (often one document), and whatever arrives during t waits for t+2; a
+batch's decode lasts for its longest answer whatever its size, so that doubles the latency and
+halves what the model does per pass. `look_ahead_s` says how long after `finish` starts to take it:
+late enough to hold what arrived meanwhile, early enough to be prepared before the model is free.
 """
 
 from __future__ import annotations
@@ -30,6 +36,10 @@ from streams.settings import TopicSettings
 
 log = logging.getLogger(__name__)
 
+# The look-ahead is taken this many of the last batch's preparation times before the model is
+# expected to be free: room for a next batch larger than the last.
+PREPARE_LEAD = 2.0
+
 
 class BatchDriver:
     def __init__(
@@ -41,11 +51,26 @@ class BatchDriver:
         self.outcome_of = outcome_of_topic(topics)
         self.settled = settled
         self.writing = writing
+        # The last batch's preparation and model time, seconds: when to take the next one.
+        self.take_s = 0.0
+        self.finish_s = 0.0
+        self.last_documents = 0
 
     def take(self, batch: Sequence[Inbound]) -> Taken:
         """The batch decoded and prepared for the engine: host work, which a driver may do for batch
         t+1 on another thread while `finish` runs batch t (its offsets wait for its own outputs)."""
-        return self.pipeline.take(batch)
+        started = time.monotonic()
+        taken = self.pipeline.take(batch)
+        self.take_s = time.monotonic() - started
+        return taken
+
+    def look_ahead_s(self, max_documents: int) -> float:
+        """How long after a batch's `finish` starts to take the next batch: the last batch's model
+        time less PREPARE_LEAD of its preparation times. At once before any batch finished, and
+        after a full batch: more were waiting, so the next is full whenever it is taken."""
+        if self.last_documents >= max_documents:
+            return 0.0
+        return max(0.0, self.finish_s - PREPARE_LEAD * self.take_s)
 
     def finish(self, taken: Taken, prepare_wait_s: float) -> ProcessedBatch:
         """The engine and routing on a taken batch (on the model thread), and the metrics of the work.
@@ -54,8 +79,10 @@ class BatchDriver:
         again, and both runs of the model were real work. `prepare_wait_s`: how long the model
         waited for the batch to be taken (all of it when it was not taken ahead)."""
         metrics.observe_stage("prepare_wait", prepare_wait_s)
+        started = time.monotonic()
         processed = self.pipeline.finish(taken)
         m = processed.measured
+        self.finish_s, self.last_documents = time.monotonic() - started, m.documents
         metrics.BATCH_DOCUMENTS.observe(m.documents)
         for queued_s in m.queue_s:
             metrics.observe_stage("queue", queued_s)

@@ -104,26 +104,34 @@ def create_app(settings: Settings, pipeline: Pipeline, instance_id: str | None =
             except StopAsyncIteration:  # the stream ends when the worker stops: no crash in its log
                 return None
 
-        fetching = asyncio.ensure_future(next_events())
+        fetching: asyncio.Future[list[faust.types.EventT] | None] | None = None
+
+        def fetch() -> asyncio.Future[list[faust.types.EventT] | None]:
+            """The call for the next batch: the one under way, or a new one."""
+            nonlocal fetching
+            if fetching is None:
+                fetching = asyncio.ensure_future(next_events())
+            return fetching
+
         ahead = None
         try:
             while True:
                 if ahead is None:
-                    fetched = await fetching
+                    fetched = await fetch()
                     if fetched is None:
                         return
-                    ahead = take(fetched)
-                    fetching = asyncio.ensure_future(next_events())
+                    fetching, ahead = None, take(fetched)
                 (events, started, taking), ahead = ahead, None
                 waiting = time.monotonic()
                 taken = await taking
                 finishing = loop.run_in_executor(model_thread, driver.finish, taken, time.monotonic() - waiting)
-                # While the model runs this batch, the next one is taken and prepared. Its events stay
+                # While the model runs this batch, the next one is taken and prepared, not at once but
+                # late enough to hold what arrives meanwhile (streams/flow/driver.py). Its events stay
                 # un-acked until its own outputs are acknowledged, as every batch's.
-                done, _ = await asyncio.wait({finishing, fetching}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({finishing}, timeout=driver.look_ahead_s(settings.batch.max_documents))
+                done, _ = await asyncio.wait({finishing, fetch()}, return_when=asyncio.FIRST_COMPLETED)
                 if fetching in done and (fetched := fetching.result()) is not None:
-                    ahead = take(fetched)
-                    fetching = asyncio.ensure_future(next_events())
+                    fetching, ahead = None, take(fetched)
                 processed = await finishing
                 produce_started = time.monotonic()
                 await write(processed.outgoing)
@@ -132,7 +140,8 @@ def create_app(settings: Settings, pipeline: Pipeline, instance_id: str | None =
                     await stream.ack(event)
                 driver.delivered(processed, started, produce_s)
         finally:
-            fetching.cancel()
+            if fetching is not None:
+                fetching.cancel()
 
     return app
 
