@@ -13,7 +13,7 @@ crashes on rebalance (#323). The transaction opens only after the model is done 
 it spans the writes alone and stays short whatever the model's speed.
 
 Batch t+1 is polled and taken (decoded, tokenised, grammars built) on a thread of its own while the
-model runs batch t, as in the other modes. Its offsets are committed only in its own transaction,
+model runs batch t on another, as in the other modes, and as late as in the Faust agent. Its offsets are committed only in its own transaction,
 so it is dropped, and consumed again, wherever batch t is not committed (its partitions rewound) or
 a rebalance came in between (the next owner starts from the committed offsets).
 """
@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -144,11 +144,15 @@ class TransactionalWorker:
         )
         # One slot: the worker holds at most two batches beside the consumer's prefetch.
         ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prepare")
+        # The model runs a batch on a thread of its own while this one polls the next (librdkafka's
+        # consumer stays on this thread).
+        model = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model")
         held: Ahead | None = None
         try:
             while not stop.is_set():
-                held = self._process(held, ahead) if held else self._take(ahead, FIRST_WAIT_S)
+                held = self._process(held, ahead, model) if held else self._take(ahead, FIRST_WAIT_S)
         finally:
+            model.shutdown()
             ahead.shutdown(cancel_futures=True)  # a batch taken ahead was never committed: consumed again
             if server is not None:
                 server.stop()
@@ -186,23 +190,26 @@ class TransactionalWorker:
         batch = [Inbound.of(m, received_at, first_fetched_at) for m in polled_messages([first], _warn)]
         return batch + [Inbound.of(m, received_at, rest_fetched_at) for m in polled_messages(rest, _warn)]
 
-    def _process(self, held: Ahead, pool: ThreadPoolExecutor) -> Ahead | None:
+    def _process(self, held: Ahead, pool: ThreadPoolExecutor, model: ThreadPoolExecutor) -> Ahead | None:
         """The batch in hand through the model and its transaction, the next one taken meanwhile;
         returns that next one, or None where it was dropped to be consumed again."""
         started = time.monotonic()
         taken = held.taken.result()
         waited_s = time.monotonic() - started
         consumer, self.revoked = self.consumer, set()
-        # What the consumer has already fetched, without waiting: the batch in hand is not delayed.
+        finishing = model.submit(self.driver.finish, taken, waited_s)
+        # The next batch is what the consumer has fetched by then, without waiting, taken late enough
+        # to hold what arrived while the model ran (streams/flow/driver.py).
+        wait([finishing], timeout=self.driver.look_ahead_s(self.settings.batch.max_documents))
         following = self._take(pool, 0, 0)
+        processed = finishing.result()
         if self.consumer is not consumer or self.revoked & held.partitions():
-            # A rebalance, or a new consumer, while the batch waited: its partitions' new owner (or
-            # this worker's new consumer) starts from the committed offsets, so neither is kept.
+            # A rebalance, or a new consumer, while the batch was in hand: its partitions' new owner
+            # (or this worker's new consumer) starts from the committed offsets, so neither is kept.
             log.info("partitions moved with a batch in hand: it is consumed again, not committed")
             self.checkpoint.rewind([*held.batch, *(following.batch if following else [])])
             return None
         batch = held.batch
-        processed = self.driver.finish(taken, waited_s)
         produce_started = time.monotonic()
         for _ in range(WRITE_AGAIN_MAX):
             outcome = self._commit(batch, processed.outgoing)
