@@ -13,9 +13,10 @@ crashes on rebalance (#323). The transaction opens only after the model is done 
 it spans the writes alone and stays short whatever the model's speed.
 
 Batch t+1 is polled and taken (decoded, tokenised, grammars built) on a thread of its own while the
-model runs batch t on another, as in the other modes, and as late as in the Faust agent. Its offsets are committed only in its own transaction,
-so it is dropped, and consumed again, wherever batch t is not committed (its partitions rewound) or
-a rebalance came in between (the next owner starts from the committed offsets).
+model runs batch t on another, as in the other modes, and as late as the Faust agent takes it
+(streams/flow/driver.py). Its offsets are committed only in its own transaction, so it is dropped,
+and consumed again, wherever batch t is not committed (its partitions rewound) or a rebalance came
+in between (the next owner starts from the committed offsets).
 """
 
 from __future__ import annotations
