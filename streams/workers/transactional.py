@@ -145,8 +145,8 @@ class TransactionalWorker:
         )
         # One slot: the worker holds at most two batches beside the consumer's prefetch.
         ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prepare")
-        # The model runs a batch on a thread of its own while this one polls the next (librdkafka's
-        # consumer stays on this thread).
+        # Where the next batch is to be polled late, the model runs on a thread of its own meanwhile
+        # (librdkafka's consumer stays on this thread).
         model = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model")
         held: Ahead | None = None
         try:
@@ -198,12 +198,18 @@ class TransactionalWorker:
         taken = held.taken.result()
         waited_s = time.monotonic() - started
         consumer, self.revoked = self.consumer, set()
-        finishing = model.submit(self.driver.finish, taken, waited_s)
-        # The next batch is what the consumer has fetched by then, without waiting, taken late enough
-        # to hold what arrived while the model ran (streams/flow/driver.py).
-        wait([finishing], timeout=self.driver.look_ahead_s(self.settings.batch.max_documents))
-        following = self._take(pool, 0, 0)
-        processed = finishing.result()
+        # The next batch is what the consumer has fetched by then, without waiting. After a full
+        # batch it is taken at once and the model runs here; else the model runs on its own thread
+        # while this one waits to take it late enough to hold what arrives (streams/flow/driver.py).
+        delay_s = self.driver.look_ahead_s(self.settings.batch.max_documents)
+        if delay_s == 0:
+            following = self._take(pool, 0, 0)
+            processed = self.driver.finish(taken, waited_s)
+        else:
+            finishing = model.submit(self.driver.finish, taken, waited_s)
+            wait([finishing], timeout=delay_s)
+            following = self._take(pool, 0, 0)
+            processed = finishing.result()
         if self.consumer is not consumer or self.revoked & held.partitions():
             # A rebalance, or a new consumer, while the batch was in hand: its partitions' new owner
             # (or this worker's new consumer) starts from the committed offsets, so neither is kept.
