@@ -102,6 +102,20 @@ def demo(ctx: click.Context, documents: int, keep_running: bool) -> None:
     show_default=True,
     help="For every run; reference is transformers' generate(), what the naive design calls.",
 )
+@click.option(
+    "--model",
+    "model_dir",
+    type=click.Path(file_okay=False, exists=True),
+    default=None,
+    help="A trained model directory (model/demo) in place of the random BLOOM: answers that end.",
+)
+@click.option(
+    "--delivery",
+    type=click.Choice(["at_least_once", "exactly_once"]),
+    default="at_least_once",
+    show_default=True,
+    help="The workers' delivery mode: the Faust agent, or the transactional worker.",
+)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("ops/bench/results"))
 @click.pass_context
 def bench_pipeline(
@@ -115,6 +129,8 @@ def bench_pipeline(
     hidden_size: int,
     layers: int,
     engine: str,
+    model_dir: str | None,
+    delivery: str,
     out_dir: Path,
 ) -> None:
     """Throughput, latency percentiles and stage breakdown; micro-batched beside naive; PNG plots."""
@@ -132,6 +148,8 @@ def bench_pipeline(
         hidden_size=hidden_size,
         n_layer=layers,
         engine=engine,
+        model=model_dir,
+        delivery=delivery,
     )
     # A broker named anywhere (option or environment) is used; otherwise the benchmark starts its own.
     configured = ctx.find_root().params.get("bootstrap") or "SEQSTREAM_KAFKA__BOOTSTRAP_SERVERS" in os.environ

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from model.runner.loading import DEMO_MODEL_DIR
 from ops.bench.pipeline import BenchPlan, report_markdown, run_benchmark, stage_table
 from ops.bench.runs import RunConfig, RunResult, percentile
 
@@ -59,3 +60,24 @@ def test_one_small_run_accounts_for_every_document(kafka_bootstrap, tmp_path) ->
     (alone,) = summary["engine_alone"]
     assert alone["max_documents"] == 4 and alone["engine_per_s"] > 0 and alone["pipeline_share"] > 0
     assert "through Kafka / engine alone" in report_markdown(summary)
+
+
+@pytest.mark.kafka
+def test_a_run_on_the_demo_model_through_the_transactional_worker(kafka_bootstrap, tmp_path) -> None:
+    """`--model` and `--delivery`: the shipped model's shape in the summary (read from its directory, not
+    the plan's random-model options), every document answered through exactly-once workers."""
+    plan = BenchPlan(
+        documents=4,
+        max_new_tokens=8,
+        batch_sizes=(4,),
+        windows_ms=(),
+        model=str(DEMO_MODEL_DIR),
+        delivery="exactly_once",
+    )
+    summary = run_benchmark(plan, tmp_path, kafka_bootstrap, echo=lambda _: None)
+    (run,) = summary["runs"]
+    assert run["documents"] == 4 and len(run["latencies_s"]) == 4
+    demo = json.loads((DEMO_MODEL_DIR / "config.json").read_text())
+    assert (summary["model"]["hidden_size"], summary["model"]["n_layer"]) == (demo["hidden_size"], demo["n_layer"])
+    assert summary["model"]["weights"] == str(DEMO_MODEL_DIR) and summary["delivery"] == "exactly_once"
+    assert f"weights, hidden {demo['hidden_size']} x {demo['n_layer']} layers" in report_markdown(summary)

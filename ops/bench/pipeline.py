@@ -153,6 +153,7 @@ def run_once(
     docs: list[dict],
     max_new_tokens: int,
     engine: str,
+    delivery: str = "at_least_once",
 ) -> RunResult:
     from ops.stress.worker_process import WorkerProcess, free_port, isolated_settings
 
@@ -167,6 +168,7 @@ def run_once(
         batch__window_ms=str(config.window_ms),
         model__max_new_tokens=str(max_new_tokens),
         model__engine=engine,
+        worker__delivery=delivery,
         worker__web_port=str(port),
         worker__log_level="warning",
     )
@@ -221,12 +223,19 @@ class BenchPlan:
     seed: int = 0
     # The reference engine is transformers' generate(), which is what the naive design calls.
     engine: str = "reference"
+    # A trained model's directory (model/demo) in place of the random one: its answers end where
+    # the value does, where a random model's run to the token limit and set the latency's floor.
+    model: str | None = None
+    delivery: str = "at_least_once"
 
 
 def run_benchmark(plan: BenchPlan, out_dir: Path, bootstrap: str | None, echo=print) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="seqstream-bench-"))
-    model_dir = build_bench_model(work / "model", plan.hidden_size, plan.n_layer, plan.vocab_size)
+    if plan.model is not None:
+        model_dir = Path(plan.model)
+    else:
+        model_dir = build_bench_model(work / "model", plan.hidden_size, plan.n_layer, plan.vocab_size)
     broker = None
     if bootstrap is None:
         from ops.kafka.launcher import KafkaBroker
@@ -238,7 +247,7 @@ def run_benchmark(plan: BenchPlan, out_dir: Path, bootstrap: str | None, echo=pr
     load_before = os.getloadavg()
 
     def run(config: RunConfig, corpus: list[dict]) -> RunResult:
-        return run_once(bootstrap, model_dir, work, config, corpus, plan.max_new_tokens, plan.engine)
+        return run_once(bootstrap, model_dir, work, config, corpus, plan.max_new_tokens, plan.engine, plan.delivery)
 
     try:
         burst = []
@@ -263,11 +272,12 @@ def run_benchmark(plan: BenchPlan, out_dir: Path, bootstrap: str | None, echo=pr
         from transformers import AutoTokenizer
 
         vocab = len(AutoTokenizer.from_pretrained(model_dir))
+        shape = json.loads((model_dir / "config.json").read_text())
     finally:
         if broker is not None:
             broker.stop()
         shutil.rmtree(work, ignore_errors=True)
-    summary = summarise(plan, results, vocab, alone)
+    summary = summarise(plan, results, vocab, shape, alone)
     # Other processes on the machine change every number here; the report says how busy it was.
     summary["machine"] = {"cpus": os.cpu_count(), "load_before": load_before, "load_after": os.getloadavg()}
     (out_dir / "bench_pipeline.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -293,7 +303,9 @@ def engine_alone(plan: BenchPlan, model_dir: Path, docs: list[dict], batch: int)
     return len(documents) / (time.perf_counter() - started)
 
 
-def summarise(plan: BenchPlan, results: list[RunResult], vocab: int, alone: dict[int, float] | None = None) -> dict:
+def summarise(
+    plan: BenchPlan, results: list[RunResult], vocab: int, shape: dict, alone: dict[int, float] | None = None
+) -> dict:
     """The naive run (one document per batch) against ours: the largest batch bound of the plan (the
     default plan's 32 is the product's default), both in burst, so both run at capacity."""
     burst = [r for r in results if r.config.rate_per_s is None]
@@ -301,7 +313,13 @@ def summarise(plan: BenchPlan, results: list[RunResult], vocab: int, alone: dict
     ours = max((r for r in burst if r.config.max_documents > 1), key=lambda r: r.config.max_documents, default=None)
     return {
         "plan": asdict(plan),
-        "model": {"hidden_size": plan.hidden_size, "n_layer": plan.n_layer, "vocab": vocab, "weights": "random"},
+        "model": {
+            "hidden_size": shape["hidden_size"],
+            "n_layer": shape["n_layer"],
+            "vocab": vocab,
+            "weights": plan.model or "random",
+        },
+        "delivery": plan.delivery,
         "runs": [
             {
                 "name": r.config.name,
@@ -338,7 +356,11 @@ def summarise(plan: BenchPlan, results: list[RunResult], vocab: int, alone: dict
 
 def report_markdown(summary: dict) -> str:
     """The numbers as ops/BENCHMARKS.md shows them."""
+    m = summary["model"]
     lines = [
+        f"Model: {m['weights']} weights, hidden {m['hidden_size']} x {m['n_layer']} layers, vocab {m['vocab']:,}; "
+        f"delivery {summary['delivery']}.",
+        "",
         "| run | max docs/batch | window ms | arrival | docs/s | P50 s | P95 s | P99 s | mean batch | engine |",
         "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
