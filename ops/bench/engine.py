@@ -3,7 +3,7 @@ time goes. Per engine: docs/s; per decode step the model's own time and the host
 signals, advancing the grammar, bookkeeping); per document the time outside the steps (tokenising,
 preparing the grammars, postprocess); and whether the outputs are identical.
 
-    python -m ops.bench.engine [--shape overhead|small] [--vocab 250880] [--docs 64 --batch 64] [--json F]
+    python -m ops.bench.engine [--shape overhead|small] [--vocab 250880] [--docs 64 --batch 64] [--rounds 3] [--json F]
 
 `--shape overhead` is a compute-free BLOOM (hidden 16, one layer, one head): what remains of a step
 is host work, which is what keeps a GPU idle. The model has random weights; its tokenizer is trained
@@ -111,6 +111,11 @@ def run(runner: FastRunner | ReferenceRunner, docs: list[Document], batch: int) 
     return Run(extractions, sum_timings(timings), tokens, time.perf_counter() - started, steps, passes)
 
 
+def median_run(runs: list[Run]) -> Run:
+    """The run of median wall time (the lower middle of an even count): its own timings, not a blend."""
+    return sorted(runs, key=lambda r: r.seconds)[(len(runs) - 1) // 2]
+
+
 def model_ms_per_step(engine: FastRunner, rows: int, context: int, steps: int = 30) -> float:
     """The model's own time for one decode step of `rows` rows over about `context` cached positions:
     the same compiled or eager step the engine takes, timed bare (no mask, signals or bookkeeping)."""
@@ -204,6 +209,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rounds", type=int, default=3, help="timed runs per engine, in turn; the median is shown")
     parser.add_argument("--no-reference", action="store_true", help="skip transformers' generate() (slow)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
@@ -243,7 +249,14 @@ def main() -> None:
             else:
                 Extractor(engine).extract(docs[: min(2, len(docs))])
         settle_heap()  # as the worker does once its engine is built: no full collection walks the loaded heap
-        results = {name: run(engine, docs, args.batch) for name, engine in engines.items()}
+        # Rounds in turn, each engine's median kept: one run of a second or so swings by a third on a
+        # 2-core machine (the unconstrained row read 79 and 116 docs/s for the same code), and in turn
+        # a slow spell falls on every engine alike.
+        rounds: dict[str, list[Run]] = {name: [] for name in engines}
+        for _ in range(args.rounds):
+            for name, engine in engines.items():
+                rounds[name].append(run(engine, docs, args.batch))
+        results = {name: median_run(runs) for name, runs in rounds.items()}
         prompts = [p for prepared in prepare(engines[DEFAULT], docs) for p in prepared.encoded.prompts]
         context = sum(len(p) for p in prompts) // len(prompts)
         figures = [
@@ -257,7 +270,8 @@ def main() -> None:
         f"model: random BLOOM hidden {shape['hidden']} x {shape['layers']} layers, {shape['heads']} heads, "
         f"vocab {loaded.model.config.vocab_size:,} (tokenizer {len(loaded.tokenizer):,}); {len(docs)} documents of "
         f"300-1000 characters, 6-12 labels, batch {args.batch}, {args.new_tokens} new tokens per prompt, "
-        f"fp32 on {loaded.device}, {torch.get_num_threads()} threads, attention {engines[DEFAULT].info.attention}"
+        f"fp32 on {loaded.device}, {torch.get_num_threads()} threads, attention {engines[DEFAULT].info.attention}; "
+        f"each engine's median of {args.rounds} timed rounds, taken in turn"
     )
     print(
         "\nHost time per step = decode time / decode passes - the model's own time per step (the same decode step"
@@ -289,6 +303,9 @@ def main() -> None:
             f"identical, {name} / {base_name}: tokens {tokens}/{len(docs)} documents, "
             f"records less float signals {records}/{len(docs)}"
         )
+    for name, runs in rounds.items():
+        same = sum(_all_tokens(r) == _all_tokens(runs[0]) for r in runs)
+        print(f"repeatable, {name}: tokens of every document as in its first round in {same}/{len(runs)} rounds")
     if args.json:
         args.json.write_text(
             json.dumps(
@@ -303,6 +320,10 @@ OTHER_GRAMMAR = {True: "fast, device grammar", False: "fast, host grammar"}
 
 def _tokens(extraction: Extraction) -> list[list[int]]:
     return [t.generation.token_ids for t in extraction.traces]
+
+
+def _all_tokens(run: Run) -> list[list[list[int]]]:
+    return [_tokens(e) for e in run.extractions]
 
 
 def figures_of(name: str, engine, result: Run, docs: list[Document], rows: int, context: int) -> Figures:
