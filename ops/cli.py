@@ -88,7 +88,12 @@ def demo(ctx: click.Context, documents: int, keep_running: bool) -> None:
 
 @bench.command("pipeline")
 @click.option("--documents", type=int, default=64, show_default=True, help="Corpus size per run.")
-@click.option("--max-new-tokens", type=int, default=32, show_default=True)
+@click.option(
+    "--max-new-tokens",
+    type=int,
+    default=None,
+    help="Per prompt [default: 32 for the random model, the product's own with --model].",
+)
 @click.option("--batch-sizes", default="1,4,16,32", show_default=True, help="Burst runs; 1 is the naive design.")
 @click.option("--windows-ms", default="5,50,200", show_default=True, help="Paced runs at --window-batch.")
 @click.option("--window-batch", type=int, default=32, show_default=True)
@@ -121,7 +126,7 @@ def demo(ctx: click.Context, documents: int, keep_running: bool) -> None:
 def bench_pipeline(
     ctx: click.Context,
     documents: int,
-    max_new_tokens: int,
+    max_new_tokens: int | None,
     batch_sizes: str,
     windows_ms: str,
     window_batch: int,
@@ -136,7 +141,12 @@ def bench_pipeline(
     """Throughput, latency percentiles and stage breakdown; micro-batched beside naive; PNG plots."""
     import os
 
+    from model.config import EngineSettings
     from ops.bench.pipeline import BenchPlan, report_markdown, run_benchmark
+
+    if max_new_tokens is None:
+        # A random model's answers run to any limit; a trained one's end, and a short limit would cut them.
+        max_new_tokens = 32 if model_dir is None else EngineSettings().max_new_tokens
 
     plan = BenchPlan(
         documents=documents,
