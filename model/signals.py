@@ -6,6 +6,7 @@ Computed in fp32 whatever the model's dtype: BF16 probabilities are too coarse t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -175,8 +176,11 @@ class Generation:
 PER_STEP = ("token_ids", "probs", "entropies", "top_ids", "top_probs")
 
 
-def collect_generations(steps: list[StepSignals], eos_id: int) -> list[Generation]:
-    """Per-row generations from per-step batch signals, each cut after its first end-of-sequence."""
+def collect_generations(
+    steps: list[StepSignals], eos_id: int, value_only: Sequence[bool] = (), breaking: frozenset[int] = frozenset()
+) -> list[Generation]:
+    """Per-row generations from per-step batch signals, each cut after its first end-of-sequence, or
+    for a row marked in `value_only` after its first token that ends a value (one of `breaking`)."""
     if not steps:
         return []
     chosen = torch.stack([s.chosen for s in steps], dim=1).tolist()
@@ -190,7 +194,8 @@ def collect_generations(steps: list[StepSignals], eos_id: int) -> list[Generatio
     forced = None if steps[0].forced is None else torch.stack([s.forced for s in steps], dim=1)
     generations = []
     for row, ids in enumerate(chosen):
-        length = ids.index(eos_id) + 1 if eos_id in ids else len(ids)
+        ends = breaking if row < len(value_only) and value_only[row] else frozenset()
+        length = next((i + 1 for i, t in enumerate(ids) if t == eos_id or t in ends), len(ids))
         generations.append(
             Generation(
                 token_ids=ids[:length],
@@ -198,7 +203,7 @@ def collect_generations(steps: list[StepSignals], eos_id: int) -> list[Generatio
                 entropies=entropies[row, :length].tolist(),
                 top_ids=top_ids[row, :length].tolist(),
                 top_probs=top_probs[row, :length].tolist(),
-                finished=eos_id in ids,
+                finished=ids[length - 1] == eos_id,
                 forced=forced[row, :length].tolist() if forced is not None else [],
             )
         )

@@ -3,6 +3,7 @@ at most three times each, deterministically, and what still fails goes to review
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import msgspec
@@ -13,15 +14,18 @@ from model.answers.checks import name_like
 from model.answers.retry import RETRIES_PER_VALUE, first_failure, splice_value
 from model.answers.validate import Extraction, value_problem
 from model.config import EngineSettings
-from model.engine import Extractor
+from model.engine import Extractor, prepare
 from model.runner.fast import FastRunner
 from model.runner.loading import DEMO_MODEL_DIR, load_model
+from model.runner.protocol import Request
 from model.runner.reference import ReferenceRunner
 from model.signals import Generation
 from model.values.field_types import FieldType, matches
 from model.values.lexicon import surnames
 from ops.corpus import generate_corpus
+from ops.demo.samples import sample_documents
 from ops.eval.accuracy import read_corpus
+from schemas.decode import decode_document
 from schemas.messages import Document, ReviewCode
 
 
@@ -190,3 +194,30 @@ def test_the_demo_model_cuts_no_name_mid_word() -> None:
     ]
     assert names
     assert [record(e) for e in engine.extract(docs).extractions] == [record(e) for e in extractions]
+
+
+def test_a_value_only_request_ends_where_its_value_does() -> None:
+    """A local re-decode wants its value alone: a `value_only` request ends at its first token that
+    holds a tab or newline, with the tokens and signals the full decode had up to there, in fewer
+    passes; transformers' generate() (the reference runner) ends its rows at the same token."""
+    settings = EngineSettings(path=str(DEMO_MODEL_DIR), max_new_tokens=48)
+    loaded = load_model(settings)
+    fast = FastRunner(loaded, settings)
+    docs = [decode_document(msgspec.json.encode(raw), 1 << 20) for raw, _ in sample_documents(6, seed=4)]
+    requests = [
+        Request(prompt, p.grammar(c), doc=d)
+        for d, p in enumerate(prepare(fast, docs))
+        for c, prompt in enumerate(p.encoded.prompts)
+    ]
+    whole = fast.generate(requests)
+    value_only = [dataclasses.replace(r, value_only=True) for r in requests]
+    values = fast.generate(value_only)
+    breaking = fast.constrainer.tokens.breaking
+    for full, value in zip(whole.generations, values.generations, strict=True):
+        end = next((i + 1 for i, t in enumerate(full.token_ids) if t in breaking or t == fast.eos_id), None)
+        assert end is not None and end < len(full.token_ids)
+        assert value.token_ids == full.token_ids[:end]
+        assert (value.probs, value.top_ids) == (full.probs[:end], full.top_ids[:end])
+    assert values.passes.decode < whole.passes.decode
+    reference = ReferenceRunner(loaded, settings).generate(value_only)
+    assert [g.token_ids for g in reference.generations] == [g.token_ids for g in values.generations]

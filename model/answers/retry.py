@@ -129,7 +129,8 @@ def revisit(
             room = max_new_tokens - len(prefix)
             limit = min(room, LOCAL_VALUE_TOKENS) if local else room
             # Each its own document: a re-decode shares no cached prefix with another.
-            requests.append(Request(prompts[r.doc][r.chunk], row, prefix, limit, doc=len(requests)))
+            request = Request(prompts[r.doc][r.chunk], row, prefix, limit, doc=len(requests), value_only=local)
+            requests.append(request)
             tried.append((r, token, local))
         still_open = []
         for (r, token, local), rest in zip(tried, redecode(requests), strict=True):

@@ -66,6 +66,11 @@ class TokenBytes:
                 ids[data] = (*ids.get(data, ()), token_id)
         return cls(by_id=by_id, ids=ids, ordered=sorted(ids), byte_level=byte_level)
 
+    @functools.cached_property
+    def breaking(self) -> frozenset[int]:
+        """The ids whose bytes hold a value break: a value ends at the first of them."""
+        return frozenset(i for i, data in enumerate(self.by_id) if data and VALUE_BREAKS.intersection(data))
+
     def starts_some_token(self, prefix: bytes) -> bool:
         i = bisect.bisect_left(self.ordered, prefix)
         return i < len(self.ordered) and self.ordered[i].startswith(prefix)

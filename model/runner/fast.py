@@ -91,6 +91,9 @@ class FastRunner:
             compile_decode = settings.compile == "on" or (settings.compile == "auto" and self.device.type == "cuda")
         self.compiled = compile_decode
         self.signals = signal_tensors
+        self.breaking = torch.zeros(self.model.shape.vocab_size, dtype=torch.bool)
+        self.breaking[[i for i in self.constrainer.tokens.breaking if i < len(self.breaking)]] = True
+        self.breaking = self.breaking.to(self.device)
         step = make_decode_one_token(self.attend)
         if self.compiled:
             # One graph per (batch, length) bucket; CUDA graphs remove the per-step launch overhead.
@@ -201,6 +204,7 @@ class FastRunner:
         padding = self._tensor([False] * len(rows) + [True] * (n_rows - len(rows)), torch.bool)
         grammars = [r.grammar for d in docs for r in d.requests]
         fed = [r.prefix for d in docs for r in d.requests]
+        value_only = [r.value_only for d in docs for r in d.requests]
         constrained = any(g is not None for g in grammars)
         grammar_started = time.perf_counter()
         prefills = len(logits) - 1 + (1 if any(d.shared for d in docs) else 0)
@@ -213,10 +217,13 @@ class FastRunner:
             max_new_tokens,
             self.signals,
             self.constrainer.grammar(grammars, fed, n_rows, self.model.shape.vocab_size) if constrained else None,
+            self.breaking,
         )
         grammar_ms = ms_since(grammar_started)
-        decoded = decode_n_tokens(decoding, torch.cat(logits), ends, padding, observe)
-        flat = collect_generations(decoded.steps, self.eos_id)[: len(rows)]
+        stops = self._tensor(value_only + [False] * (n_rows - len(rows)), torch.bool) if any(value_only) else None
+        decoded = decode_n_tokens(decoding, torch.cat(logits), ends, padding, observe, stops)
+        flat = collect_generations(decoded.steps, self.eos_id, value_only, self.constrainer.tokens.breaking)
+        flat = flat[: len(rows)]
         decode_ms = ms_since(decode_started)
         by_doc: list[list[Generation]] = [[] for _ in group]
         cursor = 0

@@ -40,6 +40,8 @@ class Decoding:
     max_new_tokens: int
     signals: Signals = signal_tensors
     grammar: Grammar | None = None
+    # [V] bool: the tokens that end a value, where a value-only row ends (model/runner/protocol.py).
+    breaking: torch.Tensor | None = None
 
 
 def prefill(
@@ -89,6 +91,7 @@ def decode_n_tokens(
     pos: torch.Tensor,
     ended: torch.Tensor,
     observe: Callable[[torch.Tensor], None] | None = None,
+    value_only: torch.Tensor | None = None,
 ) -> Decoded:
     """Greedy continuation from the prefill logits until every row has ended or the limit is hit.
 
@@ -98,7 +101,8 @@ def decode_n_tokens(
     row ended?; every step on a CPU) and once at the end, when the buffers come over in one transfer. Steps taken after
     every row ended are cut by the collection, which ends each row at its end-of-sequence.
 
-    `ended` [B] starts True for rows that only pad a batch to its compiled shape. `observe`, if
+    `ended` [B] starts True for rows that only pad a batch to its compiled shape; a row marked in
+    `value_only` [B] ends at its first token of `decoding.breaking` too. `observe`, if
     given, sees each step's full logits (equivalence tests compare them with transformers'), before
     the grammar, if any, masks them.
     """
@@ -124,6 +128,8 @@ def decode_n_tokens(
         if grammar is not None:
             state = grammar.advance(state, chosen)
         ended |= chosen == decoding.eos_id
+        if value_only is not None and decoding.breaking is not None:
+            ended |= value_only & decoding.breaking[chosen]
         if (i + 1) % check_every == 0 and bool(ended.all()):
             taken = i + 1
             break

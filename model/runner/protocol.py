@@ -25,13 +25,16 @@ from schemas.messages import ModelInfo
 class Request:
     """Greedy decoding of `prompt` + `prefix` onwards, at most `max_new_tokens` new tokens after the
     prefix; `grammar` (None: free decoding) is fed `prefix` first. Requests of one `doc`
-    may share their prompts' common prefix in the model's cache."""
+    may share their prompts' common prefix in the model's cache. With `value_only`, the generation
+    ends at its first token that holds a value break (tab, newline), as at end-of-sequence: a
+    re-decode of one value needs nothing after it."""
 
     prompt: list[int]
     grammar: Row | None = None
     prefix: list[int] = field(default_factory=list)
     max_new_tokens: int | None = None  # None: the settings' limit
     doc: int = 0
+    value_only: bool = False
 
 
 @dataclass

@@ -122,7 +122,10 @@ class ReferenceRunner:
         )
         finished = time.perf_counter()
         first_step = recorder.first_step_at or finished
-        generations = collect_generations(recorder.steps, self.eos_id)
+        # Value-only rows are cut where they end, the others at end-of-sequence; generate() decodes
+        # every row on until all have reached end-of-sequence or the limit.
+        value_only = [r.value_only for r in requests]
+        generations = collect_generations(recorder.steps, self.eos_id, value_only, self.constrainer.tokens.breaking)
         return Generated(
             generations,
             prefill_ms=(first_step - started) * 1000,
