@@ -141,7 +141,7 @@ def bench_pipeline(
     """Throughput, latency percentiles and stage breakdown; micro-batched beside naive; PNG plots."""
     import os
 
-    from model.config import EngineSettings
+    from model import EngineSettings
     from ops.bench.pipeline import BenchPlan, report_markdown, run_benchmark
 
     if max_new_tokens is None:
