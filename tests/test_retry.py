@@ -11,10 +11,10 @@ import pytest
 from transformers import AutoTokenizer
 
 from model.answers.checks import name_like
-from model.answers.retry import RETRIES_PER_VALUE, first_failure, splice_value
-from model.answers.validate import Extraction, value_problem
+from model.answers.retry import RETRIES_PER_VALUE, first_failure, revisit, splice_value
+from model.answers.validate import Detokenizer, Extraction, value_problem
 from model.config import EngineSettings
-from model.engine import Extractor, prepare
+from model.engine import Extractor, generate, prepare
 from model.runner.fast import FastRunner
 from model.runner.loading import DEMO_MODEL_DIR, load_model
 from model.runner.protocol import Request
@@ -221,3 +221,38 @@ def test_a_value_only_request_ends_where_its_value_does() -> None:
     assert values.passes.decode < whole.passes.decode
     reference = ReferenceRunner(loaded, settings).generate(value_only)
     assert [g.token_ids for g in reference.generations] == [g.token_ids for g in values.generations]
+
+
+def test_a_values_alternatives_are_decoded_in_one_round(memorised) -> None:
+    """Every failing value's alternatives go to the model in one call (sharing their prompt and the
+    answer before the value), so re-decodes cost one round per value, not one per alternative tried.
+    The first that passes is kept, which is what trying them in turn keeps, because each row decodes
+    as it would alone: checked here for every request of every round."""
+    loaded, settings = memorised
+    runner = FastRunner(loaded, settings)
+    docs = [typed(d, {label: "person" for label in d.labels}) for d in unseen_documents()]
+    prepared = prepare(runner, docs)
+    generations, _ = generate(runner, prepared)
+    rounds: list[int] = []
+
+    def redecode(requests: list[Request]) -> list[Generation]:
+        rounds.append(len(requests))
+        together = runner.generate(requests).generations
+        alone = [runner.generate([dataclasses.replace(r, doc=0)]).generations[0] for r in requests]
+        assert [(g.token_ids, g.probs) for g in together] == [(g.token_ids, g.probs) for g in alone]
+        return together
+
+    retries = revisit(
+        docs,
+        [p.encoded.chunks for p in prepared],
+        [p.encoded.prompts for p in prepared],
+        generations,
+        Detokenizer(runner.tokenizer, runner.constrainer.tokens),
+        lambda d, c: prepared[d].grammar(c),
+        redecode,
+        settings.max_new_tokens,
+    )
+    per_chunk = [chunk for doc in retries for chunk in doc]
+    # One round per value re-decoded in a chunk (at most), where trying in turn took one per attempt.
+    assert 0 < len(rounds) <= max(len(chunk) for chunk in per_chunk)
+    assert max(sum(chunk.values()) for chunk in per_chunk) > len(rounds)

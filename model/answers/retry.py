@@ -1,9 +1,11 @@
 """The validation loop: a value that fails its checks is decoded again from where it went wrong.
 
 Where it went wrong = the value's least certain step (smallest top-1 minus top-2 margin). There the
-next-best legal token replaces the greedy one and decoding goes on greedily, at most
-`RETRIES_PER_VALUE` times per value, each from the first generation. Deterministic: the same
-generation always gives the same alternatives in the same order. A value still failing keeps the
+next-best legal tokens replace the greedy one and decoding goes on greedily, at most
+`RETRIES_PER_VALUE` of them per value, each from the first generation. They are decoded together,
+in one call (a row's tokens do not depend on its batch mates), and the first in order that passes
+is kept: what trying them in turn would keep, in one round of the model instead of up to three.
+Deterministic: the same generation always gives the same alternatives in the same order. A value still failing keeps the
 first generation's text and goes to review with its reason (model/answers/validate.py).
 
 A person's or organisation's name that fails its lexicon (model/values/lexicon.py) is re-decoded locally:
@@ -118,40 +120,45 @@ def revisit(
         for c in range(len(chunks[d])):
             open_ += _next_revisit(docs, chunks, states, d, c, decode)
     while open_:
-        requests, tried = [], []
-        for r in open_:
-            token = r.alternatives[r.attempts]
-            r.attempts += 1
+        requests = []
+        for n, r in enumerate(open_):
             row = row_for(r.doc, r.chunk)
-            prefix = [*r.base.token_ids[: r.step], token]
-            # Unconstrained, a token may run from the value into what follows: no local cut there.
-            local = row is not None and docs[r.doc].field_types.get(r.label) in LOCAL_TYPES
-            room = max_new_tokens - len(prefix)
-            limit = min(room, LOCAL_VALUE_TOKENS) if local else room
-            # Each its own document: a re-decode shares no cached prefix with another.
-            request = Request(prompts[r.doc][r.chunk], row, prefix, limit, doc=len(requests), value_only=local)
-            requests.append(request)
-            tried.append((r, token, local))
+            for token in r.alternatives:
+                prefix = [*r.base.token_ids[: r.step], token]
+                room = max_new_tokens - len(prefix)
+                local = _local(docs[r.doc], r.label, row)
+                limit = min(room, LOCAL_VALUE_TOKENS) if local else room
+                # A value's alternatives as one document: they share the prompt and the answer up to
+                # the value, which the runner then computes once for all of them.
+                requests.append(Request(prompts[r.doc][r.chunk], row, prefix, limit, doc=n, value_only=local))
+        rests = iter(redecode(requests))
         still_open = []
-        for (r, token, local), rest in zip(tried, redecode(requests), strict=True):
+        for r in open_:
             state = states[r.doc][r.chunk]
-            if local:
-                candidate = splice_value(r.base, r.step, r.end, token, rest, decode)
-            else:
-                candidate = splice(r.base, r.step, token, rest)
+            local = _local(docs[r.doc], r.label, row_for(r.doc, r.chunk))
             labels = chunks[r.doc][r.chunk]
-            fixed = candidate is not None and not _label_fails(docs[r.doc], labels, candidate, decode, r.label)
+            # All decoded, the first that passes kept: what trying them in turn would keep.
+            for token, rest in [(token, next(rests)) for token in r.alternatives]:
+                r.attempts += 1
+                if local:
+                    candidate = splice_value(r.base, r.step, r.end, token, rest, decode)
+                else:
+                    candidate = splice(r.base, r.step, token, rest)
+                if candidate is not None and not _label_fails(docs[r.doc], labels, candidate, decode, r.label):
+                    state.generation = candidate
+                    break
             state.retries[r.label] = r.attempts
-            if fixed:
-                state.generation = candidate
-            if fixed or r.attempts == len(r.alternatives):
-                still_open += _next_revisit(docs, chunks, states, r.doc, r.chunk, decode)
-            else:
-                still_open.append(r)
+            still_open += _next_revisit(docs, chunks, states, r.doc, r.chunk, decode)
         open_ = still_open
     for d, doc_states in enumerate(states):
         generations[d] = [s.generation for s in doc_states]
     return [[s.retries for s in doc_states] for doc_states in states]
+
+
+def _local(doc: Document, label: str, row: Row | None) -> bool:
+    """Whether the label's value is re-decoded alone. Unconstrained, a token may run from the value
+    into what follows: no local cut there."""
+    return row is not None and doc.field_types.get(label) in LOCAL_TYPES
 
 
 def _next_revisit(docs, chunks, states, d: int, c: int, decode: Decode) -> list[Revisit]:
