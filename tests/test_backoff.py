@@ -96,7 +96,9 @@ def test_review_record_carries_the_candidates_for_a_none_beside_named_entities(t
     )
     cost = backoff([doc], [extraction])
     # The doctor (接诊医生李秀英) is offered as the doctor alone; the patient's label gets the others.
-    assert cost.lexicon_documents == 1 and cost.labels == 2 and cost.candidates == 3
+    # Only the patient's two are scored: a lone candidate's share is 1 whatever its score.
+    assert cost.lexicon_documents == 1 and cost.labels == 2 and cost.candidates == 2
+    assert [c.score for c in extraction.candidates["主治医师"]] == [1.0]
     for label, people in (("患者姓名", {"王建国", "张伟"}), ("主治医师", {"李秀英"})):
         candidates = extraction.candidates[label]
         assert {c.text for c in candidates} == people

@@ -65,7 +65,8 @@ Scorer = Callable[[Sequence[tuple[list[int], list[int]]]], list[float]]
 
 @dataclass
 class BackoffCost:
-    """What a batch's backoff took: documents LAC read, labels and candidates scored, milliseconds."""
+    """What a batch's backoff took: documents LAC read, labels backed off, candidates the model scored (a
+    label's lone candidate needs no score), milliseconds."""
 
     documents: int = 0
     lexicon_documents: int = 0
@@ -122,7 +123,9 @@ class Backoff:
                 candidates = [c for c in candidates if c.end <= prompt[1] and _read(extraction, c)]
                 if candidates:
                     asks.append((doc, extraction, label, candidates, prompt[0]))
-        pairs = [(prompt, self._answer(label, c.text)) for _, _, label, cs, prompt in asks for c in cs]
+        # A lone candidate's share is 1 whatever the model says of it: only choices are scored.
+        choices = [ask for ask in asks if len(ask[3]) > 1]
+        pairs = [(prompt, self._answer(label, c.text)) for _, _, label, cs, prompt in choices for c in cs]
         # Per answer token: a sum favours the shorter candidate, each token adding a negative term
         # (the several-candidate picks were wrong more often than right; found went 73.6 / 56.4 /
         # 29.9% -> 75.5 / 57.2 / 31.1% on freeform / layouts / mixed with the shipped model).
@@ -132,7 +135,8 @@ class Backoff:
         offers = Counter((id(extraction), c.text) for _, extraction, _, cs, _ in asks for c in cs)
         for doc, extraction, label, candidates, _ in asks:
             alone = all(offers[id(extraction), c.text] == 1 for c in candidates)
-            _pick(doc, extraction, label, candidates, [next(scores) for _ in candidates], alone)
+            logprobs = [next(scores) for _ in candidates] if len(candidates) > 1 else [0.0]
+            _pick(doc, extraction, label, candidates, logprobs, alone)
         for (doc, extraction, _), entities in zip(todo, found, strict=True):
             widen(doc, extraction, entities)
         cost.labels, cost.candidates = len(asks), len(pairs)
