@@ -5,8 +5,9 @@ next-best legal tokens replace the greedy one and decoding goes on greedily, at 
 `RETRIES_PER_VALUE` of them per value, each from the first generation. They are decoded together,
 in one call (a row's tokens do not depend on its batch mates), and the first in order that passes
 is kept: what trying them in turn would keep, in one round of the model instead of up to three.
-Deterministic: the same generation always gives the same alternatives in the same order. A value still failing keeps the
-first generation's text and goes to review with its reason (model/answers/validate.py).
+Deterministic: the same generation always gives the same alternatives in the same order. A value
+still failing keeps the first generation's text and goes to review with its reason
+(model/answers/validate.py).
 
 A person's or organisation's name that fails its lexicon (model/values/lexicon.py) is re-decoded locally:
 the value only, up to where it ends, and the rest of the answer stays as it was. Other failures

@@ -91,9 +91,9 @@ class FastRunner:
             compile_decode = settings.compile == "on" or (settings.compile == "auto" and self.device.type == "cuda")
         self.compiled = compile_decode
         self.signals = signal_tensors
-        self.breaking = torch.zeros(self.model.shape.vocab_size, dtype=torch.bool)
-        self.breaking[[i for i in self.constrainer.tokens.breaking if i < len(self.breaking)]] = True
-        self.breaking = self.breaking.to(self.device)
+        breaking = torch.zeros(self.model.shape.vocab_size, dtype=torch.bool)
+        breaking[[i for i in self.constrainer.tokens.breaking if i < len(breaking)]] = True
+        self.breaking = breaking.to(self.device)
         step = make_decode_one_token(self.attend)
         if self.compiled:
             # One graph per (batch, length) bucket; CUDA graphs remove the per-step launch overhead.

@@ -98,8 +98,9 @@ def decode_n_tokens(
     Each step in one order, all on the device: the grammar's legal tokens, the signals and the
     choice, the grammar advanced, the outputs written into buffers preallocated for every step, the
     model's next step. The host waits for the device only every END_CHECK_STEPS steps (has every
-    row ended?; every step on a CPU) and once at the end, when the buffers come over in one transfer. Steps taken after
-    every row ended are cut by the collection, which ends each row at its end-of-sequence.
+    row ended?; every step on a CPU) and once at the end, when the buffers come over in one
+    transfer. Steps taken after every row ended are cut by the collection, which ends each row at
+    its end-of-sequence (a value-only row at its value's break).
 
     `ended` [B] starts True for rows that only pad a batch to its compiled shape; a row marked in
     `value_only` [B] ends at its first token of `decoding.breaking` too. `observe`, if
