@@ -121,22 +121,22 @@ def revisit(
         for c in range(len(chunks[d])):
             open_ += _next_revisit(docs, chunks, states, d, c, decode)
     while open_:
+        rows = [row_for(r.doc, r.chunk) for r in open_]
+        is_local = [_local(docs[r.doc], r.label, row) for r, row in zip(open_, rows, strict=True)]
         requests = []
-        for n, r in enumerate(open_):
-            row = row_for(r.doc, r.chunk)
+        for n, (r, row, local) in enumerate(zip(open_, rows, is_local, strict=True)):
+            kept = r.base.token_ids[: r.step]
+            room = max_new_tokens - len(kept) - 1
+            limit = min(room, LOCAL_VALUE_TOKENS) if local else room
+            # A value's alternatives as one document: they share the prompt and the answer up to
+            # the value, which the runner then computes once for all of them.
             for token in r.alternatives:
-                prefix = [*r.base.token_ids[: r.step], token]
-                room = max_new_tokens - len(prefix)
-                local = _local(docs[r.doc], r.label, row)
-                limit = min(room, LOCAL_VALUE_TOKENS) if local else room
-                # A value's alternatives as one document: they share the prompt and the answer up to
-                # the value, which the runner then computes once for all of them.
-                requests.append(Request(prompts[r.doc][r.chunk], row, prefix, limit, doc=n, value_only=local))
+                request = Request(prompts[r.doc][r.chunk], row, [*kept, token], limit, doc=n, value_only=local)
+                requests.append(request)
         rests = iter(redecode(requests))
         still_open = []
-        for r in open_:
+        for r, local in zip(open_, is_local, strict=True):
             state = states[r.doc][r.chunk]
-            local = _local(docs[r.doc], r.label, row_for(r.doc, r.chunk))
             labels = chunks[r.doc][r.chunk]
             # All decoded, the first that passes kept: what trying them in turn would keep.
             for token, rest in [(token, next(rests)) for token in r.alternatives]:
