@@ -67,6 +67,9 @@ class Constrainer:
             out.append(RowGrammar(source, chunk, kinds))
         return out
 
+    def forget_documents(self) -> None:
+        self._sources.clear()
+
     def grammar(
         self, rows: Sequence[RowGrammar | None], prefixes: Sequence[Sequence[int]], batch_rows: int, width: int
     ) -> Grammar:

@@ -59,3 +59,7 @@ class GrammarBuilder(Protocol):
         """A batch's grammar: `batch_rows` rows (those past `rows`, and None ones, free), each fed its
         prefix first, masks `width` tokens wide."""
         ...
+
+    def forget_documents(self) -> None:
+        """Drop the documents' tables kept for the validation loop (a benchmark's run starts cold)."""
+        ...

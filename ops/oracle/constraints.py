@@ -289,3 +289,6 @@ class Constrainer:
                 del self._indexes[next(iter(self._indexes))]  # the oldest: batches come in order
             index = self._indexes[text] = SourceIndex(text, self.vocab, self.device)
         return [RowConstraint(Grammar(index.source, chunk, types, edges), index, self.eos_id) for chunk in chunks]
+
+    def forget_documents(self) -> None:
+        self._indexes.clear()
