@@ -9,7 +9,8 @@ import msgspec
 from model.answers.backoff import Backoff, ModelScorer
 from model.answers.words import load_segmenters
 from model.config import EngineSettings
-from model.engine import Engine, Extractor
+from model.engine import Engine, Extractor, prepare
+from model.prepare_pool import PreparePool
 from model.replicas import ReplicaPool, visible_devices
 from model.runner.fast import FastRunner
 from model.runner.loading import LoadedModel, load_model
@@ -25,7 +26,12 @@ def build_engine(settings: EngineSettings, windows: WindowSettings | None = None
     documents longer than the model's window in windows (model/windows/engine.py)."""
     per_device = [msgspec.structs.replace(settings, device=d) for d in visible_devices(settings.device)]
     loaded = [load_model(s) for s in per_device]
-    engines = [Extractor(_runner(m, s)) for m, s in zip(loaded, per_device, strict=True)]
+    runners = [_runner(m, s) for m, s in zip(loaded, per_device, strict=True)]
+    prepare_with = prepare
+    if settings.prepare_processes > 0:
+        # One pool for every replica: preparing needs no device, and the tokenizer is the same.
+        prepare_with = PreparePool(settings, runners[0].tokenizer, settings.prepare_processes).prepare
+    engines = [Extractor(runner, prepare_with) for runner in runners]
     engine = engines[0] if len(engines) == 1 else ReplicaPool(engines)
     tokenizer = engines[0].runner.tokenizer
     backoff = lexicon_backoff(loaded[0], settings) if settings.backoff else None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -34,6 +34,9 @@ class EngineSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     top_alternatives: int = 5
     # Decode only answers the parser reads, with values copied from the source (model/grammar/).
     constrained: bool = True
+    # Processes preparing a batch's documents beside the engine's own (model/prepare_pool.py): its
+    # tokenising, word segmentation and grammar tables over more cores. 0: the engine's process alone.
+    prepare_processes: Annotated[int, msgspec.Meta(ge=0)] = 0
     # The blocks' weights in int8 (LLM.int8) or 4-bit NF4 through bitsandbytes (model/runner/quantize.py):
     # CUDA and the fast engine only, bitsandbytes from the `gpu` extra.
     quantize: Literal["none", "int8", "nf4"] = "none"

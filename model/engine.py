@@ -12,11 +12,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from transformers import PreTrainedTokenizerBase
+
 from model.answers.checks import word_edges
 from model.answers.prompt import EncodedDocument, encode_prompts
 from model.answers.retry import revisit
 from model.answers.validate import Detokenizer, Extraction, interpret
 from model.clock import ms_since
+from model.config import EngineSettings
 from model.grammar.protocol import GrammarBuilder, Row
 from model.runner.protocol import Generated, Passes, Request, Runner
 from model.signals import Generation
@@ -61,17 +64,33 @@ class Prepared:
         return self.grammars[chunk] if self.grammars else None
 
 
+class Preparer(Protocol):
+    """What preparing needs: a runner has it, and so has a preparing process (model/prepare_pool.py)."""
+
+    settings: EngineSettings
+    tokenizer: PreTrainedTokenizerBase
+    constrainer: GrammarBuilder
+
+
+class PrepareFunction(Protocol):
+    def __call__(
+        self, preparer: Preparer, docs: Sequence[Document], encoded: Sequence[EncodedDocument | None] | None = None
+    ) -> list[Prepared]: ...
+
+
 def prepare(
-    runner: Runner, docs: Sequence[Document], encoded: Sequence[EncodedDocument | None] | None = None
+    preparer: Preparer, docs: Sequence[Document], encoded: Sequence[EncodedDocument | None] | None = None
 ) -> list[Prepared]:
     """Prompts tokenised and grammars built, with the runner's tokenizer and constrainer. A document's
     prompts already tokenised by the caller (`encoded`, with the same tokenizer) are not tokenised again."""
-    settings = runner.settings
+    settings = preparer.settings
     prepared = []
     for i, doc in enumerate(docs):
         given = encoded[i] if encoded is not None else None
-        prompts = given or encode_prompts(runner.tokenizer, doc, settings.labels_per_prompt, settings.max_input_tokens)
-        grammars = document_grammars(runner.constrainer, doc, prompts.text, prompts.chunks, settings.constrained)
+        prompts = given or encode_prompts(
+            preparer.tokenizer, doc, settings.labels_per_prompt, settings.max_input_tokens
+        )
+        grammars = document_grammars(preparer.constrainer, doc, prompts.text, prompts.chunks, settings.constrained)
         prepared.append(Prepared(prompts, grammars))
     return prepared
 
@@ -114,8 +133,10 @@ class PreparedBatch:
 class Extractor:
     """An `Engine` over one runner: the flow's functions in order, each stage timed where it runs."""
 
-    def __init__(self, runner: Runner) -> None:
+    def __init__(self, runner: Runner, prepare_with: PrepareFunction = prepare) -> None:
+        """`prepare_with`: `prepare`, or a pool's (model/prepare_pool.py), which prepares the same."""
         self.runner = runner
+        self.prepare_with = prepare_with
         self.info = runner.info
         self.settings = runner.settings
         self.detokenize = Detokenizer(runner.tokenizer, runner.constrainer.tokens)
@@ -128,7 +149,7 @@ class Extractor:
     ) -> PreparedBatch:
         """Host work only (tokenising, grammar tables): safe on another thread while `run` decodes."""
         started = time.perf_counter()
-        prepared = prepare(self.runner, docs, encoded)
+        prepared = self.prepare_with(self.runner, docs, encoded)
         return PreparedBatch(docs, prepared, ms_since(started))
 
     def run(self, batch: PreparedBatch) -> BatchResult:

@@ -121,6 +121,13 @@ def demo(ctx: click.Context, documents: int, keep_running: bool) -> None:
     show_default=True,
     help="The workers' delivery mode: the Faust agent, or the transactional worker.",
 )
+@click.option(
+    "--prepare-processes",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Processes preparing each batch's documents beside the worker's own (model/prepare_pool.py).",
+)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("ops/bench/results"))
 @click.pass_context
 def bench_pipeline(
@@ -136,6 +143,7 @@ def bench_pipeline(
     engine: str,
     model_dir: str | None,
     delivery: str,
+    prepare_processes: int,
     out_dir: Path,
 ) -> None:
     """Throughput, latency percentiles and stage breakdown; micro-batched beside naive; PNG plots."""
@@ -160,6 +168,7 @@ def bench_pipeline(
         engine=engine,
         model=model_dir,
         delivery=delivery,
+        prepare_processes=prepare_processes,
     )
     # A broker named anywhere (option or environment) is used; otherwise the benchmark starts its own.
     configured = ctx.find_root().params.get("bootstrap") or "SEQSTREAM_KAFKA__BOOTSTRAP_SERVERS" in os.environ

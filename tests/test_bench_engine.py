@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.mark.timeout(300)
 def test_the_overhead_benchmark_runs_with_the_reference_engine() -> None:
     command = [sys.executable, "-m", "ops.bench.engine", "--shape", "overhead", "--docs", "2", "--batch", "2"]
-    command += ["--new-tokens", "8"]
+    command += ["--new-tokens", "8", "--prepare-processes", "1"]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=280)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -25,8 +25,10 @@ def test_the_overhead_benchmark_runs_with_the_reference_engine() -> None:
     assert "identical, fast (product defaults) / reference: tokens 2/2 documents" in out
     # On a CPU the product steps the host grammar; the device grammar runs beside it, to the same tokens.
     assert "identical, fast, device grammar / reference: tokens 2/2 documents" in out
+    # Documents prepared in a process beside the engine's decode to the same tokens.
+    assert "identical, fast, 1 preparing process / reference: tokens 2/2 documents" in out
     # The printed command is the one that ran, runnable as printed.
     assert "command: python -m ops.bench.engine --shape overhead --vocab 4000 --docs 2 --batch 2 --new-tokens 8" in out
     # Every engine's timed rounds decode every document to the same tokens.
-    assert out.count("tokens of every document as in its first round in 3/3 rounds") == 5
+    assert out.count("tokens of every document as in its first round in 3/3 rounds") == 6
     assert "None" not in out.split("\n")[0] and "False" not in out.split("\n")[0]

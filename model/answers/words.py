@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,8 +69,38 @@ def load_segmenters() -> None:
     _segmenters()
 
 
-@functools.lru_cache(maxsize=256)
-def words_of(text: str) -> Words:
+# Texts whose words stay known: a few micro-batches' worth (preparation, the checks and the
+# validation loop read a document's words several times).
+WORDS_KEPT = 256
+
+
+class _Known:
+    """The texts' words, oldest dropped first; words segmented in another process (the preparing
+    processes, model/prepare_pool.py) are handed in with `remember`, so no text is segmented twice."""
+
+    def __init__(self) -> None:
+        self._words: dict[str, Words] = {}
+        self._lock = threading.Lock()  # the prepare-ahead thread and the engine's remember too
+
+    def __call__(self, text: str) -> Words:
+        found = self._words.get(text)
+        return found if found is not None else self.remember(text, _segment(text))
+
+    def get(self, text: str) -> Words | None:
+        return self._words.get(text)
+
+    def remember(self, text: str, words: Words) -> Words:
+        with self._lock:
+            if len(self._words) >= WORDS_KEPT:
+                del self._words[next(iter(self._words))]
+            self._words[text] = words
+        return words
+
+    def cache_clear(self) -> None:
+        self._words.clear()
+
+
+def _segment(text: str) -> Words:
     tokenizer, tagger = _segmenters()
     edges = {0, len(text)}
     position = 0
@@ -102,6 +133,10 @@ def words_of(text: str) -> Words:
         _organisations(pairs),
         tuple(tagged),
     )
+
+
+# A text's words: segmented once, then known (threads may race to segment one text: same words).
+words_of = _Known()
 
 
 def _persons(pairs: list[tuple[str, str]]) -> tuple[str, ...]:

@@ -53,9 +53,7 @@ class Constrainer:
         name-like label, to the word edges `edges` gives it (the same for every call with `text`)."""
         source = self._sources.get(text)
         if source is None or (edges is not None and not edges.tables.keys() <= source.ends.keys()):
-            if len(self._sources) >= SOURCES_KEPT:
-                del self._sources[next(iter(self._sources))]  # the oldest: batches come in order
-            source = self._sources[text] = prepare_source(text, self.vocab, edges)
+            source = self._keep(text, prepare_source(text, self.vocab, edges))
         types = types or {}
         classes = edges.classes if edges is not None else {}
         out = []
@@ -67,8 +65,24 @@ class Constrainer:
             out.append(RowGrammar(source, chunk, kinds))
         return out
 
+    def adopt(self, text: str, rows: Sequence[RowGrammar]) -> list[RowGrammar]:
+        """A document's rows built by a constrainer over the same vocabulary in another process (one
+        preparing documents, model/prepare_pool.py), over this one's chunk tables, its source tables
+        kept here as if `rows` had built them: a batch's rows share chunk tables, and the validation
+        loop finds the document's."""
+        if not rows:
+            return []
+        source = self._keep(text, rows[0].source)
+        return [RowGrammar(source, self._chunks.setdefault(r.chunk.labels, r.chunk), r.types) for r in rows]
+
     def forget_documents(self) -> None:
         self._sources.clear()
+
+    def _keep(self, text: str, source: SourceTables) -> SourceTables:
+        if text not in self._sources and len(self._sources) >= SOURCES_KEPT:
+            del self._sources[next(iter(self._sources))]  # the oldest: batches come in order
+        self._sources[text] = source
+        return source
 
     def grammar(
         self, rows: Sequence[RowGrammar | None], prefixes: Sequence[Sequence[int]], batch_rows: int, width: int

@@ -3,15 +3,17 @@ time goes. Per engine: docs/s; per decode step the model's own time and the host
 signals, advancing the grammar, bookkeeping); per document the time outside the steps (tokenising,
 preparing the grammars, postprocess); and whether the outputs are identical.
 
-    python -m ops.bench.engine [--shape overhead|small] [--vocab 250880] [--docs 64 --batch 64] [--rounds 3] [--json F]
+    python -m ops.bench.engine [--shape overhead|small] [--vocab 250880] [--docs 64 --batch 64] [--rounds 3]
+        [--prepare-processes N] [--json F]
 
 `--shape overhead` is a compute-free BLOOM (hidden 16, one layer, one head): what remains of a step
 is host work, which is what keeps a GPU idle. The model has random weights; its tokenizer is trained
 on the sample documents (4,000 entries), or, with a larger `--vocab`, is a byte-level BPE of that
 size (ops/train/standin_tokenizer.py, a stand-in for SeqGPT's 250,880). Beside the product's defaults run
 the other of the two array grammars (the device grammar on a CPU, the host grammar on an accelerator),
-the grammar as it was (ops/oracle: a Python state machine per row and step), no grammar, and
-transformers' generate().
+the grammar as it was (ops/oracle: a Python state machine per row and step), no grammar,
+transformers' generate(), and the product with processes preparing each batch's documents beside its
+own (`--prepare-processes`, by default one fewer than the cores; model/prepare_pool.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import random
 import tempfile
 import time
@@ -36,8 +39,9 @@ from model.answers.words import words_of
 from model.build import settle_heap
 from model.clock import ms_since, sum_timings
 from model.config import EngineSettings
-from model.engine import Extractor, document_grammars, prepare
+from model.engine import Extractor, PrepareFunction, document_grammars, prepare
 from model.grammar.constrainer import Constrainer
+from model.prepare_pool import PreparePool
 from model.runner.fast import LENGTH_BUCKET, FastRunner, bucket
 from model.runner.loading import load_model
 from model.runner.protocol import Passes
@@ -97,12 +101,14 @@ class Run:
 PER_TEXT_CACHES = (words_of, tag_run, mentions, _lac_entities, read_extraction, normal_form)
 
 
-def run(runner: FastRunner | ReferenceRunner, docs: list[Document], batch: int) -> Run:
+def run(
+    runner: FastRunner | ReferenceRunner, docs: list[Document], batch: int, prepare_with: PrepareFunction = prepare
+) -> Run:
     for cached in PER_TEXT_CACHES:
         cached.cache_clear()
     runner.constrainer.forget_documents()
     extractions, timings, tokens, steps, passes = [], [], 0, 0, Passes()
-    engine = Extractor(runner)
+    engine = Extractor(runner, prepare_with)
     started = time.perf_counter()
     for start in range(0, len(docs), batch):
         result = engine.extract(docs[start : start + batch])
@@ -215,6 +221,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rounds", type=int, default=3, help="timed runs per engine, in turn; the median is shown")
     parser.add_argument("--no-reference", action="store_true", help="skip transformers' generate() (slow)")
+    parser.add_argument(
+        "--prepare-processes",
+        type=int,
+        default=max(1, (os.cpu_count() or 2) - 1),
+        help="preparing processes of the pooled row (model/prepare_pool.py); 0 leaves the row out",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     shape = {k: getattr(args, k) or v for k, v in SHAPES[args.shape].items()}
@@ -234,6 +246,15 @@ def main() -> None:
         }
         # The device grammar on a CPU too (the product steps it only on an accelerator), and the host
         # grammar on an accelerator too: the other one of the two, beside the product's choice.
+        # The product with documents prepared in processes beside its own: a pool kept for the run,
+        # whose processes drop each text's tables once handed over (per-text caches cold, as here).
+        prepare_with: dict[str, PrepareFunction] = {}
+        pool = None
+        if args.prepare_processes:
+            pooled = FastRunner(loaded, settings)
+            engines[pooled_name(args.prepare_processes)] = pooled
+            pool = PreparePool(settings, pooled.tokenizer, args.prepare_processes)
+            prepare_with[pooled_name(args.prepare_processes)] = pool.prepare
         other_grammar = FastRunner(loaded, settings)
         other_grammar.constrainer.grammar_on_device = product.device.type == "cpu"
         engines[OTHER_GRAMMAR[other_grammar.constrainer.grammar_on_device]] = other_grammar
@@ -247,11 +268,11 @@ def main() -> None:
         run(FastRunner(loaded, settings), docs, args.batch)
         # Warm-up, so first-call costs (allocation, kernel selection, compiling) are not measured: a
         # compiled step compiles once per (batch, length) bucket, so it sees every batch first.
-        for engine in engines.values():
+        for name, engine in engines.items():
             if isinstance(engine, FastRunner) and engine.compiled:
-                run(engine, docs, args.batch)
+                run(engine, docs, args.batch, prepare_with.get(name, prepare))
             else:
-                Extractor(engine).extract(docs[: min(2, len(docs))])
+                Extractor(engine, prepare_with.get(name, prepare)).extract(docs[: min(2, len(docs))])
         settle_heap()  # as the worker does once its engine is built: no full collection walks the loaded heap
         # Rounds in turn, each engine's median kept: one run of a second or so swings by a third on a
         # 2-core machine (the unconstrained row read 79 and 116 docs/s for the same code), and in turn
@@ -259,7 +280,9 @@ def main() -> None:
         rounds: dict[str, list[Run]] = {name: [] for name in engines}
         for _ in range(args.rounds):
             for name, engine in engines.items():
-                rounds[name].append(run(engine, docs, args.batch))
+                rounds[name].append(run(engine, docs, args.batch, prepare_with.get(name, prepare)))
+        if pool is not None:
+            pool.close()
         results = {name: median_run(runs) for name, runs in rounds.items()}
         prompts = [p for prepared in prepare(engines[DEFAULT], docs) for p in prepared.encoded.prompts]
         context = sum(len(p) for p in prompts) // len(prompts)
@@ -319,6 +342,12 @@ def main() -> None:
 
 
 DEFAULT = "fast (product defaults)"
+
+
+def pooled_name(processes: int) -> str:
+    return f"fast, {processes} preparing process{'es' if processes > 1 else ''}"
+
+
 OTHER_GRAMMAR = {True: "fast, device grammar", False: "fast, host grammar"}
 
 

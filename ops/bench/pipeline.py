@@ -154,6 +154,7 @@ def run_once(
     max_new_tokens: int,
     engine: str,
     delivery: str = "at_least_once",
+    prepare_processes: int = 0,
 ) -> RunResult:
     from ops.stress.worker_process import WorkerProcess, free_port, isolated_settings
 
@@ -168,6 +169,7 @@ def run_once(
         batch__window_ms=str(config.window_ms),
         model__max_new_tokens=str(max_new_tokens),
         model__engine=engine,
+        model__prepare_processes=str(prepare_processes),
         worker__delivery=delivery,
         worker__web_port=str(port),
         worker__log_level="warning",
@@ -227,6 +229,8 @@ class BenchPlan:
     # the value does, where a random model's run to the token limit and set the latency's floor.
     model: str | None = None
     delivery: str = "at_least_once"
+    # Processes preparing each batch's documents beside the worker's own (model/prepare_pool.py).
+    prepare_processes: int = 0
 
 
 def run_benchmark(plan: BenchPlan, out_dir: Path, bootstrap: str | None, echo=print) -> dict:
@@ -247,7 +251,17 @@ def run_benchmark(plan: BenchPlan, out_dir: Path, bootstrap: str | None, echo=pr
     load_before = os.getloadavg()
 
     def run(config: RunConfig, corpus: list[dict]) -> RunResult:
-        return run_once(bootstrap, model_dir, work, config, corpus, plan.max_new_tokens, plan.engine, plan.delivery)
+        return run_once(
+            bootstrap,
+            model_dir,
+            work,
+            config,
+            corpus,
+            plan.max_new_tokens,
+            plan.engine,
+            plan.delivery,
+            plan.prepare_processes,
+        )
 
     try:
         burst = []
@@ -293,7 +307,13 @@ def engine_alone(plan: BenchPlan, model_dir: Path, docs: list[dict], batch: int)
     from model import EngineSettings, build_engine, settle_heap
     from schemas.decode import decode_document
 
-    engine = build_engine(EngineSettings(path=str(model_dir), engine=plan.engine, max_new_tokens=plan.max_new_tokens))
+    settings = EngineSettings(
+        path=str(model_dir),
+        engine=plan.engine,
+        max_new_tokens=plan.max_new_tokens,
+        prepare_processes=plan.prepare_processes,
+    )
+    engine = build_engine(settings)
     documents = [decode_document(msgspec.json.encode(d), 1 << 20) for d in docs]
     engine.extract(documents[:batch])
     settle_heap()  # as the worker does once its engine is built
@@ -359,7 +379,7 @@ def report_markdown(summary: dict) -> str:
     m = summary["model"]
     lines = [
         f"Model: {m['weights']} weights, hidden {m['hidden_size']} x {m['n_layer']} layers, vocab {m['vocab']:,}; "
-        f"delivery {summary['delivery']}.",
+        f"delivery {summary['delivery']}; preparing processes {summary['plan'].get('prepare_processes', 0)}.",
         "",
         "| run | max docs/batch | window ms | arrival | docs/s | P50 s | P95 s | P99 s | mean batch | engine |",
         "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |",
