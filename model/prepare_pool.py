@@ -18,6 +18,7 @@ where the caller isolates the culprit as it does without a pool.
 
 from __future__ import annotations
 
+import gc
 import logging
 import multiprocessing
 import os
@@ -55,6 +56,10 @@ def _start(settings: EngineSettings, tokenizer: PreTrainedTokenizerBase) -> None
     torch.set_num_threads(1)  # numpy and Python work: no process's threads crowd the engine's
     _preparer = _ProcessPreparer(settings, tokenizer, new_constrainer(tokenizer, torch.device("cpu")))
     load_segmenters()
+    # What the process loaded (torch, transformers, jieba's dictionaries) out of the collector's full
+    # passes, as the engine's process does (model/build.py): else each walks it in the middle of a share.
+    gc.collect()
+    gc.freeze()
 
 
 def _prepare_share(

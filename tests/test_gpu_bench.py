@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ops.bench.gpu import main
+from ops.bench.gpu import POOLED, main
 
 
 def test_the_dry_run_prints_every_table(tmp_path: Path) -> None:
@@ -16,7 +16,7 @@ def test_the_dry_run_prints_every_table(tmp_path: Path) -> None:
     assert tables == {"(a) compute-free", "(b) SeqGPT-560M shape"}
     measured = [r for r in report.rows if "int8" not in r.case and "nf4" not in r.case]
     assert all(r.docs_per_s and r.docs_per_s > 0 for r in measured)
-    assert {r.case for r in measured} == {"product defaults", "unconstrained"}
+    assert {r.case for r in measured} == {"product defaults", "unconstrained", POOLED}
     quantized = [r for r in report.rows if r.case.endswith(("int8", "nf4"))]
     assert len(quantized) == 2 and all("needs a CUDA device" in r.note for r in quantized)
     assert any("batch invariance" in n for n in report.notes) and any(n.startswith("(c) Kafka") for n in report.notes)

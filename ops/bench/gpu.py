@@ -2,11 +2,12 @@
 
 (a) Compute-free BLOOM (hidden 16, one layer) at the sample tokenizer's size and at SeqGPT's 250,880
     entries: the product's defaults against unconstrained decoding, docs/s in the same run, and the
-    host syncs per decode pass counted with `torch.cuda.set_sync_debug_mode`.
+    host syncs per decode pass counted with `torch.cuda.set_sync_debug_mode`; and the defaults with
+    processes preparing each batch's documents beside the engine's (model/prepare_pool.py).
 (b) SeqGPT-560M's shape (random bf16 weights, 24 x 1024, 16 heads, 250,880 entries; 600-character
-    documents asking for 12 labels) at batch 64 and 256: the product's defaults and unconstrained
-    docs/s, ms per document, peak memory; batch invariance at batch 1, 8 and 64; int8 and NF4 weights
-    (bitsandbytes) with their records against bf16's.
+    documents asking for 12 labels) at batch 64 and 256: the product's defaults, with preparing
+    processes, and unconstrained docs/s, ms per document, peak memory; batch invariance at batch 1,
+    8 and 64; int8 and NF4 weights (bitsandbytes) with their records against bf16's.
 (c) Whether the pipeline through Kafka can run on this machine, and if not why.
 
     python -m ops.bench.gpu [--budget-s 420] [--json F]
@@ -19,11 +20,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -32,7 +35,8 @@ import torch
 from transformers import BloomConfig, BloomForCausalLM, PreTrainedTokenizerBase
 
 from model.config import EngineSettings
-from model.engine import Extractor
+from model.engine import Extractor, PrepareFunction, prepare
+from model.prepare_pool import PreparePool
 from model.runner.fast import FastRunner
 from model.runner.loading import LoadedModel, load_model
 from model.runner.quantize import QuantizeError
@@ -166,6 +170,9 @@ def compute_free(report: Report, sizes: Sizes, device: torch.device, texts: list
             row = measure(table, case, make, docs, sizes.free_batch, budget)
             report.rows.append(row)
             rates[case] = row.docs_per_s
+        with preparing(settings, loaded.tokenizer, budget) as pool:
+            make = lambda s=settings, loaded=loaded: FastRunner(loaded, s)  # noqa: E731
+            report.rows.append(measure(table, POOLED, make, docs, sizes.free_batch, budget, pool))
         if rates["product defaults"] and rates["unconstrained"]:
             ratio = rates["product defaults"] / rates["unconstrained"]
             report.notes.append(f"{table}: product defaults / unconstrained = {ratio:.2f}x (target >= 0.9x on an H200)")
@@ -203,9 +210,34 @@ def seqgpt_shape(report: Report, sizes: Sizes, device: torch.device, texts: list
                 return runners[case]
 
             report.rows.append(measure(table, case, runner, docs[:batch], batch, budget))
+    with preparing(settings, tokenizer, budget) as pool:
+        for batch in sizes.batches:
+            pooled = lambda: FastRunner(loaded, settings)  # noqa: E731
+            report.rows.append(measure(table, POOLED, pooled, docs[:batch], batch, budget, pool))
     plain = runners.get("product defaults")
     invariance(report, table, plain, docs[: sizes.invariance_docs], sizes.invariance, budget)
     quantized(report, table, loaded, settings, plain, docs, sizes.batches[0], budget)
+
+
+# The product's defaults with processes preparing each batch's documents beside the engine's
+# (model/prepare_pool.py): on a GPU machine, preparation is what the accelerator waits on.
+PREPARING = max(1, min(8, (os.cpu_count() or 2) - 1))
+POOLED = f"product, {PREPARING} preparing processes"
+
+
+@contextmanager
+def preparing(
+    settings: EngineSettings, tokenizer: PreTrainedTokenizerBase, budget: Budget
+) -> Iterator[PrepareFunction]:
+    """The pool's `prepare` for the pooled rows (plain `prepare` once the budget is spent: they skip)."""
+    if budget.left() <= 0:
+        yield prepare
+        return
+    pool = PreparePool(settings, tokenizer, PREPARING)
+    try:
+        yield pool.prepare
+    finally:
+        pool.close()
 
 
 def seqgpt_shaped(tokenizer: PreTrainedTokenizerBase, shape: dict[str, int], device: torch.device) -> LoadedModel:
@@ -218,7 +250,15 @@ def seqgpt_shaped(tokenizer: PreTrainedTokenizerBase, shape: dict[str, int], dev
     return LoadedModel("random-seqgpt-560m-shape", model, tokenizer, device, dtype, demo=False)
 
 
-def measure(table: str, case: str, make: Callable[[], FastRunner], docs, batch: int, budget: Budget) -> Row:
+def measure(
+    table: str,
+    case: str,
+    make: Callable[[], FastRunner],
+    docs,
+    batch: int,
+    budget: Budget,
+    prepare_with: PrepareFunction = prepare,
+) -> Row:
     """One row: a warm-up over every batch (a compiled step compiles per batch and length bucket),
     then the timed run, then one batch again with host syncs counted."""
     if budget.left() <= 0:
@@ -228,12 +268,12 @@ def measure(table: str, case: str, make: Callable[[], FastRunner], docs, batch: 
     except QuantizeError as error:
         return Row(table, case, batch, note=str(error))
     try:
-        run(runner, docs, batch)
+        run(runner, docs, batch, prepare_with)
         cuda = runner.device.type == "cuda"
         if cuda:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
-        timed = run(runner, docs, batch)
+        timed = run(runner, docs, batch, prepare_with)
         peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else None
         row = Row(table, case, batch, len(docs) / timed.seconds, 1000 * timed.seconds / len(docs), peak)
         row.syncs_per_pass = syncs_per_pass(runner, docs[:batch]) if cuda else None
