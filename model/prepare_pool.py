@@ -18,7 +18,9 @@ where the caller isolates the culprit as it does without a pool.
 
 from __future__ import annotations
 
+import bisect
 import gc
+import itertools
 import logging
 import multiprocessing
 import os
@@ -100,7 +102,8 @@ class PreparePool:
         def here(lo: int, hi: int) -> list[Prepared]:
             return prepare(preparer, docs[lo:hi], encoded[lo:hi] if encoded is not None else None)
 
-        cuts = _shares(len(docs), 1 + self.processes if self._pool is not None else 1)
+        sizes = [len(doc.text) for doc in docs]
+        cuts = _shares(sizes, 1 + self.processes if self._pool is not None else 1)
         sent = [(lo, hi, self._send(docs[lo:hi], None if encoded is None else encoded[lo:hi])) for lo, hi in cuts[1:]]
         out = here(*cuts[0])
         for lo, hi, future in sent:
@@ -151,16 +154,21 @@ def _ready() -> int:
     return os.getpid()
 
 
-def _shares(n: int, parts: int) -> list[tuple[int, int]]:
-    """[lo, hi) of `parts` contiguous shares of n items, the larger ones first, none empty."""
-    parts = max(1, min(parts, n))
-    size, extra = divmod(n, parts)
-    cuts, lo = [], 0
-    for i in range(parts):
-        hi = lo + size + (i < extra)
-        cuts.append((lo, hi))
-        lo = hi
-    return cuts
+def _shares(sizes: Sequence[int], parts: int) -> list[tuple[int, int]]:
+    """[lo, hi) of at most `parts` contiguous shares of items of `sizes`, about equal in total size
+    (a document's preparation grows with its text), none empty."""
+    n = len(sizes)
+    if n == 0:
+        return [(0, 0)]
+    parts = min(parts, n)
+    ends = list(itertools.accumulate(max(1, size) for size in sizes))
+    cuts = [0]
+    for i in range(1, parts):
+        # The share ends with the item that crosses its part of the total; each later share keeps one.
+        at = bisect.bisect_left(ends, ends[-1] * i / parts) + 1
+        cuts.append(min(max(at, cuts[-1] + 1), n - (parts - i)))
+    cuts.append(n)
+    return list(itertools.pairwise(cuts))
 
 
 def _adopted(preparer: Preparer, prepared: Prepared) -> Prepared:

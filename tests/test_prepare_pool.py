@@ -16,7 +16,7 @@ from model.answers.words import words_of
 from model.build import build_engine
 from model.config import EngineSettings
 from model.engine import Extractor, prepare
-from model.prepare_pool import PreparePool
+from model.prepare_pool import PreparePool, _shares
 from model.runner.fast import FastRunner
 from model.runner.loading import load_model
 from ops.demo.samples import sample_documents
@@ -94,3 +94,17 @@ def test_a_dead_preparing_process_costs_no_document(caplog: pytest.LogCaptureFix
 def test_the_number_of_processes_is_checked_at_the_edge() -> None:
     with pytest.raises(msgspec.ValidationError, match="prepare_processes"):
         msgspec.convert({"prepare_processes": -1}, EngineSettings)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "parts", "expected"),
+    [
+        ([1] * 64, 2, [(0, 32), (32, 64)]),
+        ([10, 1, 1, 1, 1, 10], 3, [(0, 1), (1, 5), (5, 6)]),  # by text, not by count
+        ([100, 1, 1], 2, [(0, 1), (1, 3)]),
+        ([5], 3, [(0, 1)]),  # never an empty share
+        ([], 3, [(0, 0)]),
+    ],
+)
+def test_a_batch_is_cut_into_contiguous_shares_of_about_equal_text(sizes, parts, expected) -> None:
+    assert _shares(sizes, parts) == expected
