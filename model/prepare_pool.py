@@ -3,13 +3,15 @@ tables) in processes beside the engine's own, in parallel.
 
 Preparation is Python and numpy work, one document at a time under the GIL (jieba's segmentation, the
 grammar's source tables: several milliseconds a document, ops/BENCHMARKS.md). A prepare-ahead thread
-overlaps it with the decode loop but cannot spread it over cores; an accelerator then waits on one
-core of the host. `PreparePool` splits a batch into contiguous shares, prepares the first itself and
-sends the rest to its processes (spawned, each with the engine's tokenizer and settings and its own
-grammar builder). Preparation is a pure function of the document and the vocabulary, so the result
-is what one process prepares (tests/test_prepare_pool.py); the chunk tables and source tables that
-come back are taken into the engine's grammar builder, so a batch's rows share its chunk tables and
-the validation loop finds each document's tables as it would without a pool.
+overlaps it with the decode loop but cannot spread it over cores, and beside an accelerator that one
+core can set the pace. `PreparePool` cuts a batch into contiguous shares of about equal text,
+prepares the first itself and sends the rest to its processes (spawned, each with the engine's
+tokenizer and settings and its own grammar builder). Preparation is a pure function of the document
+and the vocabulary, so the result is what one process prepares (tests/test_prepare_pool.py); the
+chunk tables, source tables and words that come back are taken into the engine's, so a batch's rows
+share its chunk tables and the validation loop and the checks find each document's as they would
+without a pool (a process keeps no text's: it sees none twice). Off by default: on a 2-core CPU,
+where decoding takes the other core, it did not pay through Kafka (ops/BENCHMARKS.md).
 
 A share that fails in a process (the process died, or a document raised) is prepared again in the
 engine's process: a broken pool is not used again, and a document's own error is raised from there,
