@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
-from confluent_kafka import Consumer, KafkaError
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
 from ops.demo.samples import sample_documents
 from ops.stress.soak import rss_bytes
@@ -267,7 +267,21 @@ class OutputReader:
                 "logger": _quiet_logger,
             }
         )
-        self.consumer.subscribe(self.topics)
+        # Every partition assigned from its start, not a group subscription: closing a subscribed
+        # consumer revokes its assignment in librdkafka's rebalance callback, which holds the GIL,
+        # and after a test had restarted the broker that call blocked for good, the whole test run
+        # with it (the deadline around `close` never got the GIL back to give up).
+        metadata = self.consumer.list_topics(timeout=30)
+        missing = [topic for topic in self.topics if topic not in metadata.topics]
+        if missing:
+            raise RuntimeError(f"output topics missing on the broker: {missing}")
+        self.consumer.assign(
+            [
+                TopicPartition(topic, partition, OFFSET_BEGINNING)
+                for topic in self.topics
+                for partition in sorted(metadata.topics[topic].partitions)
+            ]
+        )
         self.outputs = Outputs()
 
     def read_until(self, done, timeout_s: float, worker: WorkerProcess | None = None) -> Outputs:
@@ -298,9 +312,9 @@ class OutputReader:
         return self.outputs
 
     def close(self) -> None:
-        # librdkafka's close leaves the group, and it blocked for good once in CI after a test had
-        # restarted the broker (in C, where pytest's timeout cannot reach): a reader is given up after
-        # a while instead, its consumer left to the process's end.
+        # librdkafka's close blocked for good once in CI after a test had restarted the broker (in C,
+        # where pytest's timeout cannot reach): a reader is given up after a while instead, its
+        # consumer left to the process's end.
         try:
             within(READER_CLOSE_S, "closing an output reader", self.consumer.close)
         except Stuck as exc:
