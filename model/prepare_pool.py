@@ -15,7 +15,8 @@ where decoding takes the other core, it did not pay through Kafka (ops/BENCHMARK
 
 A share that fails in a process (the process died, or a document raised) is prepared again in the
 engine's process: a broken pool is not used again, and a document's own error is raised from there,
-where the caller isolates the culprit as it does without a pool.
+where the caller isolates the culprit as it does without a pool. A preparing process ends with the
+engine's process, however that ends: a killed worker leaves none behind.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ import gc
 import itertools
 import logging
 import multiprocessing
+import multiprocessing.connection
 import os
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -57,6 +60,7 @@ _preparer: _ProcessPreparer | None = None  # a pool process's own
 
 def _start(settings: EngineSettings, tokenizer: PreTrainedTokenizerBase) -> None:
     global _preparer
+    _end_with_the_engine()
     torch.set_num_threads(1)  # numpy and Python work: no process's threads crowd the engine's
     _preparer = _ProcessPreparer(settings, tokenizer, new_constrainer(tokenizer, torch.device("cpu")))
     load_segmenters()
@@ -64,6 +68,22 @@ def _start(settings: EngineSettings, tokenizer: PreTrainedTokenizerBase) -> None
     # passes, as the engine's process does (model/build.py): else each walks it in the middle of a share.
     gc.collect()
     gc.freeze()
+
+
+def _end_with_the_engine() -> None:
+    """End this process when the engine's ends, however it ends. A process of a worker killed with
+    SIGKILL (or by the OOM killer) would otherwise wait on its call queue forever, holding its memory:
+    it holds the queue's write end too, so it never reads an end of file. The parent's sentinel is
+    ready once the parent is gone."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        multiprocessing.connection.wait([parent.sentinel])
+        os._exit(0)
+
+    threading.Thread(target=watch, name="engine-watch", daemon=True).start()
 
 
 def _prepare_share(
@@ -149,6 +169,12 @@ class PreparePool:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
+
+    def __enter__(self) -> PreparePool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _ready() -> int:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections import Counter
 
 import msgspec
 import pytest
 
 from ops.demo.samples import sample_documents
-from ops.stress.worker_process import OutputReader, WorkerProcess, isolated_settings
+from ops.stress.worker_process import OutputReader, WorkerProcess, isolated_settings, running
 from schemas.messages import ErrorCode
 from streams.kafka.clients import produce_lines
 from streams.kafka.topics import create_topics
@@ -110,8 +111,13 @@ def test_two_hundred_documents_twenty_malformed(pipeline_env) -> None:
         )
 
 
-# Longer generations and smaller batches, so that the kill lands while work is left.
-@pytest.mark.parametrize("pipeline_env", [{"model__max_new_tokens": "64", "batch__max_documents": "8"}], indirect=True)
+# Longer generations and smaller batches, so that the kill lands while work is left; with a process
+# preparing documents beside the worker's (model/prepare_pool.py), which must not outlive the kill.
+@pytest.mark.parametrize(
+    "pipeline_env",
+    [{"model__max_new_tokens": "64", "batch__max_documents": "8", "model__prepare_processes": "1"}],
+    indirect=True,
+)
 def test_worker_killed_mid_run_loses_nothing(pipeline_env) -> None:
     settings, worker, reader = pipeline_env
     t = settings.topics
@@ -121,7 +127,13 @@ def test_worker_killed_mid_run_loses_nothing(pipeline_env) -> None:
     worker.start()
     produce_lines(settings, t.raw, good)
     reader.read_until(lambda o: len(o.doc_ids(t.fields, t.review)) >= 40, timeout_s=240, worker=worker)
+    preparing = worker.descendants()
+    assert preparing, "the worker started no preparing process"
     worker.kill()
+    deadline = time.monotonic() + 30
+    while any(map(running, preparing)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(map(running, preparing)), "preparing processes outlived their killed worker"
     seen_before_kill = len(reader.outputs.doc_ids(t.fields, t.review))
     assert seen_before_kill < len(good_ids), "the worker finished before it could be killed; raise the load"
 

@@ -56,12 +56,9 @@ def test_a_batch_prepared_in_shares_shares_the_engines_tables() -> None:
     settings = EngineSettings(path=DEMO)
     runner = FastRunner(load_model(settings), settings)
     docs = documents()[:10]
-    pool = PreparePool(settings, runner.tokenizer, 1)
-    try:
+    with PreparePool(settings, runner.tokenizer, 1) as pool:
         words_of.cache_clear()
         shared = pool.prepare(runner, docs)
-    finally:
-        pool.close()
     alone = prepare(FastRunner(load_model(settings), settings), docs)
     assert [p.encoded for p in shared] == [p.encoded for p in alone]
     # The share the process prepared: its documents' words known here, their tables the engine's.

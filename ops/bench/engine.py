@@ -19,6 +19,7 @@ own (`--prepare-processes`, by default one fewer than the cores, at most 8; mode
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -236,7 +237,7 @@ def main() -> None:
 
     torch.manual_seed(args.seed)
     docs = long_documents(args.docs, args.seed)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as closing:
         texts = [raw["text"] for raw, _ in sample_documents(300, seed=1)]
         directory = build_model(Path(tmp), texts, shape, args.vocab)
         settings = EngineSettings(path=str(directory), max_new_tokens=args.new_tokens, prompts_per_forward=64)
@@ -252,11 +253,10 @@ def main() -> None:
         # The product with documents prepared in processes beside its own: a pool kept for the run,
         # whose processes drop each text's tables once handed over (per-text caches cold, as here).
         prepare_with: dict[str, PrepareFunction] = {}
-        pool = None
         if args.prepare_processes:
             pooled = FastRunner(loaded, settings)
             engines[pooled_name(args.prepare_processes)] = pooled
-            pool = PreparePool(settings, pooled.tokenizer, args.prepare_processes)
+            pool = closing.enter_context(PreparePool(settings, pooled.tokenizer, args.prepare_processes))
             prepare_with[pooled_name(args.prepare_processes)] = pool.prepare
         other_grammar = FastRunner(loaded, settings)
         other_grammar.constrainer.grammar_on_device = product.device.type == "cpu"
@@ -284,8 +284,6 @@ def main() -> None:
         for _ in range(args.rounds):
             for name, engine in engines.items():
                 rounds[name].append(run(engine, docs, args.batch, prepare_with.get(name, prepare)))
-        if pool is not None:
-            pool.close()
         results = {name: median_run(runs) for name, runs in rounds.items()}
         prompts = [p for prepared in prepare(engines[DEFAULT], docs) for p in prepared.encoded.prompts]
         context = sum(len(p) for p in prompts) // len(prompts)

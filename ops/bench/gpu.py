@@ -233,11 +233,8 @@ def preparing(
     if budget.left() <= 0:
         yield prepare
         return
-    pool = PreparePool(settings, tokenizer, PREPARING)
-    try:
+    with PreparePool(settings, tokenizer, PREPARING) as pool:
         yield pool.prepare
-    finally:
-        pool.close()
 
 
 def seqgpt_shaped(tokenizer: PreTrainedTokenizerBase, shape: dict[str, int], device: torch.device) -> LoadedModel:

@@ -98,6 +98,22 @@ class WorkerProcess:
         """Resident memory now, from /proc (Linux): what the kernel charges the worker."""
         return rss_bytes(self.pid)
 
+    def descendants(self) -> list[int]:
+        """The processes running under the worker now (its preparing processes and theirs), from /proc."""
+        parents = {}
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                parents[int(stat.parent.name)] = int(_stat_fields(stat)[1])
+            except (OSError, IndexError, ValueError):
+                continue  # ended while we looked
+        found, frontier = [], [self.pid]
+        while frontier:
+            under = frontier.pop()
+            children = [pid for pid, parent in parents.items() if parent == under]
+            found += children
+            frontier += children
+        return [pid for pid in found if running(pid)]
+
     def kill(self) -> None:
         assert self.process is not None
         self.process.send_signal(signal.SIGKILL)
@@ -143,6 +159,19 @@ class WorkerProcess:
             if time.monotonic() > deadline:
                 raise AssertionError(f"{text!r} not logged {count} times in {timeout_s} s:\n{self.log_tail()}")
             time.sleep(0.2)
+
+
+def running(pid: int) -> bool:
+    """Whether a process still runs: one that ended and awaits its reaping (a zombie) does not."""
+    try:
+        return _stat_fields(Path(f"/proc/{pid}/stat"))[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def _stat_fields(stat: Path) -> list[str]:
+    """/proc/PID/stat's fields after the command's name (which may hold spaces): state, parent, ..."""
+    return stat.read_text().rsplit(")", 1)[1].split()
 
 
 def free_port() -> int:
