@@ -37,6 +37,9 @@ class EngineSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # Processes preparing a batch's documents beside the engine's own (model/prepare_pool.py): its
     # tokenising, word segmentation and grammar tables over more cores. 0: the engine's process alone.
     prepare_processes: Annotated[int, msgspec.Meta(ge=0)] = 0
+    # The least text (characters) a preparing process is sent: a smaller batch is prepared at home,
+    # where the trip would cost more than it saves (2,000 on a 2-core CPU: ops/BENCHMARKS.md).
+    prepare_share_chars: Annotated[int, msgspec.Meta(ge=1)] = 2000
     # The blocks' weights in int8 (LLM.int8) or 4-bit NF4 through bitsandbytes (model/runner/quantize.py):
     # CUDA and the fast engine only, bitsandbytes from the `gpu` extra.
     quantize: Literal["none", "int8", "nf4"] = "none"

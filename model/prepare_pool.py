@@ -105,6 +105,7 @@ class PreparePool:
 
     def __init__(self, settings: EngineSettings, tokenizer: PreTrainedTokenizerBase, processes: int) -> None:
         self.processes = processes
+        self.share_chars = settings.prepare_share_chars
         # Spawned, not forked: the engine's process holds torch's threads and the model's memory.
         spawn = multiprocessing.get_context("spawn")
         self._pool: ProcessPoolExecutor | None = ProcessPoolExecutor(
@@ -125,7 +126,7 @@ class PreparePool:
             return prepare(preparer, docs[lo:hi], encoded[lo:hi] if encoded is not None else None)
 
         sizes = [len(doc.text) for doc in docs]
-        cuts = _shares(sizes, 1 + self.processes if self._pool is not None else 1)
+        cuts = _shares(sizes, 1 + self.processes if self._pool is not None else 1, self.share_chars)
         sent = [(lo, hi, self._send(docs[lo:hi], None if encoded is None else encoded[lo:hi])) for lo, hi in cuts[1:]]
         out = here(*cuts[0])
         for lo, hi, future in sent:
@@ -182,13 +183,14 @@ def _ready() -> int:
     return os.getpid()
 
 
-def _shares(sizes: Sequence[int], parts: int) -> list[tuple[int, int]]:
+def _shares(sizes: Sequence[int], parts: int, least: int = 1) -> list[tuple[int, int]]:
     """[lo, hi) of at most `parts` contiguous shares of items of `sizes`, about equal in total size
-    (a document's preparation grows with its text), none empty."""
+    (a document's preparation grows with its text), none empty, and none smaller than `least` where
+    there is enough for more than one share."""
     n = len(sizes)
     if n == 0:
         return [(0, 0)]
-    parts = min(parts, n)
+    parts = max(1, min(parts, n, sum(sizes) // least))
     ends = list(itertools.accumulate(max(1, size) for size in sizes))
     cuts = [0]
     for i in range(1, parts):

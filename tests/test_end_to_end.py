@@ -112,10 +112,17 @@ def test_two_hundred_documents_twenty_malformed(pipeline_env) -> None:
 
 
 # Longer generations and smaller batches, so that the kill lands while work is left; with a process
-# preparing documents beside the worker's (model/prepare_pool.py), which must not outlive the kill.
+# preparing half of every batch beside the worker (model/prepare_pool.py), which must not outlive the kill.
 @pytest.mark.parametrize(
     "pipeline_env",
-    [{"model__max_new_tokens": "64", "batch__max_documents": "8", "model__prepare_processes": "1"}],
+    [
+        {
+            "model__max_new_tokens": "64",
+            "batch__max_documents": "8",
+            "model__prepare_processes": "1",
+            "model__prepare_share_chars": "1",
+        }
+    ],
     indirect=True,
 )
 def test_worker_killed_mid_run_loses_nothing(pipeline_env) -> None:

@@ -24,6 +24,8 @@ from schemas.decode import decode_document
 from schemas.messages import Document
 
 DEMO = "model/demo"
+# Every share is sent, however little text it holds: these documents are short.
+POOLED = EngineSettings(path=DEMO, prepare_processes=1, prepare_share_chars=1)
 
 
 def documents() -> list[Document]:
@@ -48,12 +50,12 @@ def test_records_with_a_preparing_process_are_those_of_one_process() -> None:
     docs = documents()
     alone = records(build_engine(EngineSettings(path=DEMO)), docs)
     words_of.cache_clear()
-    pooled = records(build_engine(EngineSettings(path=DEMO, prepare_processes=1)), docs)
+    pooled = records(build_engine(POOLED), docs)
     assert pooled == alone
 
 
 def test_a_batch_prepared_in_shares_shares_the_engines_tables() -> None:
-    settings = EngineSettings(path=DEMO)
+    settings = POOLED
     runner = FastRunner(load_model(settings), settings)
     docs = documents()[:10]
     with PreparePool(settings, runner.tokenizer, 1) as pool:
@@ -72,7 +74,7 @@ def test_a_batch_prepared_in_shares_shares_the_engines_tables() -> None:
 
 
 def test_a_dead_preparing_process_costs_no_document(caplog: pytest.LogCaptureFixture) -> None:
-    settings = EngineSettings(path=DEMO)
+    settings = POOLED
     runner = FastRunner(load_model(settings), settings)
     docs = documents()[:8]
     pool = PreparePool(settings, runner.tokenizer, 1)
@@ -88,9 +90,11 @@ def test_a_dead_preparing_process_costs_no_document(caplog: pytest.LogCaptureFix
     assert pool._pool is None  # closed: later batches are prepared in the engine's process
 
 
-def test_the_number_of_processes_is_checked_at_the_edge() -> None:
+def test_the_number_of_processes_and_the_least_share_are_checked_at_the_edge() -> None:
     with pytest.raises(msgspec.ValidationError, match="prepare_processes"):
         msgspec.convert({"prepare_processes": -1}, EngineSettings)
+    with pytest.raises(msgspec.ValidationError, match="prepare_share_chars"):
+        msgspec.convert({"prepare_share_chars": 0}, EngineSettings)
 
 
 @pytest.mark.parametrize(
@@ -105,3 +109,16 @@ def test_the_number_of_processes_is_checked_at_the_edge() -> None:
 )
 def test_a_batch_is_cut_into_contiguous_shares_of_about_equal_text(sizes, parts, expected) -> None:
     assert _shares(sizes, parts) == expected
+
+
+@pytest.mark.parametrize(
+    ("sizes", "expected"),
+    [
+        ([650, 650], [(0, 2)]),  # too little text for a trip to another process
+        ([650] * 4, [(0, 2), (2, 4)]),
+        ([650] * 5, [(0, 3), (3, 5)]),
+        ([650] * 9, [(0, 3), (3, 6), (6, 9)]),  # as many shares as the text fills
+    ],
+)
+def test_no_share_is_smaller_than_the_least_worth_sending(sizes, expected) -> None:
+    assert _shares(sizes, 3, 1300) == expected
