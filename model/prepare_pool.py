@@ -185,8 +185,8 @@ def _ready() -> int:
 
 def _shares(sizes: Sequence[int], parts: int, least: int = 1) -> list[tuple[int, int]]:
     """[lo, hi) of at most `parts` contiguous shares of items of `sizes`, about equal in total size
-    (a document's preparation grows with its text), none empty, and none smaller than `least` where
-    there is enough for more than one share."""
+    (a document's preparation grows with its text), none empty, and no more shares than the total
+    size holds `least`s (a batch with less text than two is one share)."""
     n = len(sizes)
     if n == 0:
         return [(0, 0)]
