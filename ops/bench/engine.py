@@ -102,11 +102,17 @@ class Run:
 PER_TEXT_CACHES = (words_of, tag_run, mentions, _lac_entities, read_extraction, normal_form)
 
 
+def forget_texts(keep: tuple[object, ...] = ()) -> None:
+    """Empty the per-text caches, all but those in `keep`."""
+    for cached in PER_TEXT_CACHES:
+        if all(cached is not kept for kept in keep):
+            cached.cache_clear()
+
+
 def run(
     runner: FastRunner | ReferenceRunner, docs: list[Document], batch: int, prepare_with: PrepareFunction = prepare
 ) -> Run:
-    for cached in PER_TEXT_CACHES:
-        cached.cache_clear()
+    forget_texts()
     runner.constrainer.forget_documents()
     extractions, timings, tokens, steps, passes = [], [], 0, 0, Passes()
     engine = Extractor(runner, prepare_with)
@@ -150,8 +156,7 @@ def preparation_ms(engine: FastRunner | ReferenceRunner, docs: list[Document]) -
     """Per document: tokenising its prompts, and preparing their grammars, both from cold (an engine
     keeps the tables of the documents it has just decoded, and the timed run left each text's word
     segmentation in `words_of`'s cache: read warm, this column left out jieba, most of the work)."""
-    for cached in PER_TEXT_CACHES:
-        cached.cache_clear()
+    forget_texts()
     warm = engine.constrainer
     # The constrainer's device, not the engine's: the reference engine (transformers' generate())
     # keeps its device on its loaded model and has no `device` of its own.

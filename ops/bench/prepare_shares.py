@@ -21,7 +21,7 @@ from model.engine import prepare
 from model.prepare_pool import PreparePool
 from model.runner.fast import FastRunner
 from model.runner.loading import load_model
-from ops.bench.engine import PER_TEXT_CACHES, long_documents
+from ops.bench.engine import forget_texts, long_documents
 
 
 def main() -> None:
@@ -38,9 +38,7 @@ def main() -> None:
     def timed(prepare_with, batch) -> float:
         # Each text's caches cleared, the tagger's memo of unknown runs kept (a worker's and its
         # preparing processes' are warm; a process's own cannot be cleared from here).
-        for cached in PER_TEXT_CACHES:
-            if cached is not tag_run:
-                cached.cache_clear()
+        forget_texts(keep=(tag_run,))
         runner.constrainer.forget_documents()
         started = time.perf_counter()
         prepare_with(runner, batch)

@@ -103,16 +103,18 @@ class WorkerProcess:
         parents = {}
         for stat in Path("/proc").glob("[0-9]*/stat"):
             try:
-                parents[int(stat.parent.name)] = int(_stat_fields(stat)[1])
+                state, parent = _stat_fields(stat)[:2]
             except (OSError, IndexError, ValueError):
                 continue  # ended while we looked
+            if state not in ENDED:
+                parents[int(stat.parent.name)] = int(parent)
         found, frontier = [], [self.pid]
         while frontier:
             under = frontier.pop()
             children = [pid for pid, parent in parents.items() if parent == under]
             found += children
             frontier += children
-        return [pid for pid in found if running(pid)]
+        return found
 
     def kill(self) -> None:
         assert self.process is not None
@@ -161,10 +163,14 @@ class WorkerProcess:
             time.sleep(0.2)
 
 
+# /proc states of a process that has ended: a zombie awaiting its reaping, or dead.
+ENDED = ("Z", "X")
+
+
 def running(pid: int) -> bool:
     """Whether a process still runs: one that ended and awaits its reaping (a zombie) does not."""
     try:
-        return _stat_fields(Path(f"/proc/{pid}/stat"))[0] not in ("Z", "X")
+        return _stat_fields(Path(f"/proc/{pid}/stat"))[0] not in ENDED
     except (OSError, IndexError):
         return False
 
