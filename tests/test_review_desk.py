@@ -3,6 +3,7 @@ transaction each, two reviewers, and a desk killed mid-decision."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from starlette.testclient import TestClient
 
 from schemas.field_sets import FIELD_SETS
@@ -329,6 +330,41 @@ def test_a_desk_killed_mid_decision_loses_and_duplicates_nothing(kafka_bootstrap
     fields = [msgspec.json.decode(v, type=FieldRecord).doc_id for v in written]
     audit = committed_records(settings, settings.topics.audit)
     assert fields == ["k1"] and len(audit) == 1 and committed_offset(settings, 0) == 1
+
+
+@pytest.mark.kafka
+def test_a_desk_fenced_by_its_own_instance_rejoins_with_its_records(kafka_bootstrap) -> None:
+    """What a broker away longer than the session does to a static member: its old member id is
+    fenced by its own instance, which librdkafka makes fatal. A consumer joining under the desk's
+    instance does the same here; the desk must rejoin and go on, not poll a dead consumer forever."""
+    settings = desk_settings(kafka_bootstrap, partitions=1)
+    publish(settings, [review_record("f1"), review_record("f2")])
+    queue = Queue(settings, f"test-{uuid.uuid4().hex[:6]}")
+    intruder = Consumer(
+        {**client_config(settings), "group.id": settings.review.group_id}
+        | {"group.instance.id": f"seqstream-review-{queue.instance}", "enable.auto.commit": False}
+    )
+    try:
+        poll_until([queue], lambda: queue.depth() == 2)
+        first = queue.consumer
+        queue.decide(queue.next_for("ann").at, Choice("ann", "accept", {}))
+        intruder.subscribe([settings.topics.review])
+        deadline = time.monotonic() + 60
+        while queue.consumer is first:
+            assert time.monotonic() < deadline, "the fenced desk never replaced its consumer"
+            intruder.poll(0.2)
+            queue.poll(0.2)
+        poll_until([queue], lambda: queue.depth() == 1)  # from the committed offset: f2 only
+        head = queue.next_for("ann")
+        assert head.record.doc_id == "f2"
+        queue.decide(head.at, Choice("ann", "accept", {}))  # the new consumer's group metadata commits
+    finally:
+        with contextlib.suppress(KafkaException, RuntimeError):
+            intruder.close()
+        queue.close()
+    written = committed_records(settings, settings.topics.fields)
+    assert [msgspec.json.decode(v, type=FieldRecord).doc_id for v in written] == ["f1", "f2"]
+    assert committed_offset(settings, 0) == 2
 
 
 @pytest.mark.kafka

@@ -13,6 +13,7 @@ The cost: a queue is worked by at most as many people as the topic has partition
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -22,11 +23,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import msgspec
-from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from schemas.messages import ReviewRecord
 from streams import metrics
-from streams.kafka.clients import client_config, polled_messages
+from streams.kafka.clients import client_config, fatal_error, polled_messages
 from streams.kafka.deadline import GRACE_S, Stuck, call_timeout_s, within
 from streams.review.decision import Choice, DecisionError, Position, decide, decode_review
 from streams.settings import Settings
@@ -87,17 +88,26 @@ class Queue:
         # partition -> log end asked of the broker while paused; fetched partitions use the consumer's.
         self.paused_ends: dict[int, int] = {}
         self.ends_asked = 0.0
-        self.consumer = Consumer(
+        self.consumer = self._new_consumer()
+        self.producer = self._new_producer()
+
+    def _new_consumer(self) -> Consumer:
+        """A static member under the desk's instance (KIP-345), as workers and sinks are: a desk
+        restarted after a crash gets its partitions back at once instead of after the dead one's
+        session, and a stopped desk's partitions wait that session for it."""
+        consumer = Consumer(
             {
-                **client_config(settings),
-                "group.id": settings.review.group_id,
+                **client_config(self.settings),
+                "group.id": self.settings.review.group_id,
+                "group.instance.id": f"seqstream-review-{self.instance}",
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
                 "isolation.level": "read_committed",
+                "session.timeout.ms": int(self.settings.kafka.session_timeout_s * 1000),
             }
         )
-        self.consumer.subscribe([self.topic], on_assign=self._assigned, on_revoke=self._revoked)
-        self.producer = self._new_producer()
+        consumer.subscribe([self.topic], on_assign=self._assigned, on_revoke=self._revoked)
+        return consumer
 
     def _new_producer(self) -> Producer:
         producer = Producer(
@@ -128,7 +138,11 @@ class Queue:
         """Read what arrived; returns how many records. Call from one thread only."""
         # Waited for outside the lock: a Python lock is not fair, and a poller that held it across
         # each wait and took it back at once kept the pages' threads from it for minutes.
-        messages = polled_messages(self.consumer.consume(BUFFERED_MAX, timeout))
+        polled = self.consumer.consume(BUFFERED_MAX, timeout)
+        if (fatal := fatal_error(polled)) is not None:
+            self._replace_consumer(fatal)
+            return 0
+        messages = polled_messages(polled)
         with self.lock:
             for message in messages:
                 self._shelve(message)
@@ -137,6 +151,21 @@ class Queue:
         if paused and time.monotonic() - self.ends_asked >= ENDS_EVERY_S:
             self._ask_ends(paused)
         return len(messages)
+
+    def _replace_consumer(self, error: KafkaError) -> None:
+        """A static member's failure mode (streams/kafka/checkpoint.py: `replace_consumer`): after a
+        broker outage longer than the session, the old member id is fenced by its own instance and
+        librdkafka makes that fatal. A new consumer rejoins as the instance and reads from the
+        committed offset, the oldest undecided record: every shelf (and hold) starts over."""
+        log.warning("review consumer failed fatally (%s); a new one rejoins as this desk", error.str())
+        fresh = self._new_consumer()
+        with self.lock:
+            old, self.consumer = self.consumer, fresh
+            self.shelves.clear()
+            self.paused_ends.clear()
+        # Not under the lock: closing may call `_revoked`, which takes it.
+        with contextlib.suppress(KafkaException, RuntimeError):
+            old.close()
 
     def _ask_ends(self, partitions: list[int]) -> None:
         """A paused partition is not fetched, so the consumer's cached log end stops where the pause

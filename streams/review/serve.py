@@ -42,7 +42,8 @@ def serve(settings: Settings, instance: str) -> None:
     log.info("review desk %s on http://%s:%d/ (group %s)", instance, review.host, review.port, review.group_id)
     # uvicorn shuts down on SIGTERM/SIGINT, puts back the handlers it found and raises the signal
     # again: with these, that ends in SystemExit(0) here instead of killing the process, so the
-    # queue below is closed (its consumer leaves the group at once) and the desk exits 0 like a sink.
+    # queue below is closed (a static member: its partitions wait for it for a session) and the desk
+    # exits 0 like a sink.
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _exit)
     try:
