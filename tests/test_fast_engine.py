@@ -147,6 +147,24 @@ def test_backends_agree_with_each_other(peaky_model) -> None:
         assert max((a - b).abs().max().item() for a, b in zip(logits, base_logits, strict=True)) <= LOGIT_TOLERANCE
 
 
+def test_the_caches_memory_layout_changes_no_number(peaky_model) -> None:
+    """Heads first (the product's cache on a CPU) and positions first (flash-attn's) hold the same
+    keys and values: the same tokens, and logits apart by the GEMMs' rounding only."""
+    loaded, settings = peaky_model
+    docs = many_labels_documents(8, seed=11)
+    per_doc = [encode_prompts(loaded.tokenizer, d, 6, 1024).prompts for d in docs]
+    groups = [[DocPrompts(j, [Request(p) for p in per_doc[j]], shared_prefix(per_doc[j])) for j in range(len(docs))]]
+    heads_first = FastRunner(loaded, settings, backend="eager")
+    positions_first = FastRunner(loaded, settings, backend="eager")
+    positions_first.heads_first = False
+    assert heads_first.heads_first
+    tokens, logits = ours_greedy(heads_first, groups)
+    other_tokens, other_logits = ours_greedy(positions_first, groups)
+    assert tokens == other_tokens
+    apart = max((a - b).abs().max().item() for a, b in zip(logits, other_logits, strict=True))
+    assert apart <= LOGIT_TOLERANCE  # as between the attention backends
+
+
 def test_output_does_not_depend_on_batch_mates(peaky_model) -> None:
     """Exact on CPU fp32: the same document alone, or among others of any length, in any order."""
     loaded, settings = peaky_model

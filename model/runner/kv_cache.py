@@ -2,8 +2,12 @@
 
 Buffers are allocated once per batch bucket at the longest length the engine serves; shorter
 buckets are views into them. Fixed shapes and fixed addresses are what let the decode step compile
-once per (batch, length) bucket and replay as a CUDA graph. The layout is the one flash-attn's
-kvcache kernel reads, so every attention backend shares it.
+once per (batch, length) bucket and replay as a CUDA graph. Every attention backend reads that
+shape. In memory each (row, head) holds its positions together (heads first, as gpt-fast's cache),
+so attention's [batch, heads, length, head_dim] operands are views, where a positions-first buffer
+had its keys copied into that order by every layer at every step (2x the model's step at 64 rows and
+24 layers on a CPU, ops/BENCHMARKS.md). flash-attn's kvcache kernel gets positions first, its own
+layout (`heads_first=False`).
 """
 
 from __future__ import annotations
@@ -19,7 +23,12 @@ class KVCache(nn.Module):
         self.register_buffer("v", v, persistent=False)
 
     @classmethod
-    def allocate(cls, batch: int, max_len: int, n_head: int, head_dim: int, dtype, device) -> KVCache:
+    def allocate(
+        cls, batch: int, max_len: int, n_head: int, head_dim: int, dtype, device, heads_first: bool = True
+    ) -> KVCache:
+        if heads_first:
+            shape = (batch, n_head, max_len, head_dim)
+            return cls(*(torch.zeros(shape, dtype=dtype, device=device).transpose(1, 2) for _ in range(2)))
         shape = (batch, max_len, n_head, head_dim)
         return cls(torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype, device=device))
 

@@ -133,11 +133,17 @@ def median_run(runs: list[Run]) -> Run:
     return sorted(runs, key=lambda r: r.seconds)[(len(runs) - 1) // 2]
 
 
-def model_ms_per_step(engine: FastRunner, rows: int, context: int, steps: int = 30) -> float:
+def model_ms_per_step(
+    engine: FastRunner, rows: int, context: int, steps: int = 30, heads_first: bool | None = None
+) -> float:
     """The model's own time for one decode step of `rows` rows over about `context` cached positions:
-    the same compiled or eager step the engine takes, timed bare (no mask, signals or bookkeeping)."""
+    the same compiled or eager step the engine takes, timed bare (no mask, signals or bookkeeping).
+    `heads_first` given: in fresh caches of that memory layout (model/runner/kv_cache.py), not the engine's."""
     length = bucket(context + engine.settings.max_new_tokens + 1, LENGTH_BUCKET)
-    engine.model.caches = engine.caches("rows", rows, length)
+    if heads_first is None:
+        engine.model.caches = engine.caches("rows", rows, length)
+    else:
+        engine.model.caches = engine.model.new_caches(rows, length, heads_first)
     token = torch.zeros(rows, dtype=torch.long, device=engine.device)
     pos = torch.full((rows,), context, dtype=torch.long, device=engine.device)
     with torch.inference_mode():
