@@ -32,3 +32,16 @@ def test_the_overhead_benchmark_runs_with_the_reference_engine() -> None:
     # Every engine's timed rounds decode every document to the same tokens.
     assert out.count("tokens of every document as in its first round in 3/3 rounds") == 6
     assert "None" not in out.split("\n")[0] and "False" not in out.split("\n")[0]
+
+
+@pytest.mark.timeout(300)
+def test_the_kv_layout_benchmark_times_both_layouts_per_model_and_rows() -> None:
+    command = [sys.executable, "-m", "ops.bench.kv_layout", "--layers", "1,2", "--rows", "8", "--steps", "2"]
+    command += ["--rounds", "1"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line.split("|")[1:-1] for line in done.stdout.splitlines() if line.startswith("| ") and "x |" in line]
+    assert [(r[0].strip(), r[1].strip()) for r in rows] == [("1", "8"), ("2", "8")]
+    assert all(float(r[2]) > 0 and float(r[3]) > 0 for r in rows)
+    assert "command: python -m ops.bench.kv_layout --hidden 64 --heads 4 --layers 1,2 --rows 8" in done.stdout

@@ -147,19 +147,22 @@ def test_backends_agree_with_each_other(peaky_model) -> None:
         assert max((a - b).abs().max().item() for a, b in zip(logits, base_logits, strict=True)) <= LOGIT_TOLERANCE
 
 
-def test_the_caches_memory_layout_changes_no_number(peaky_model) -> None:
-    """Heads first (the product's cache on a CPU) and positions first (flash-attn's) hold the same
-    keys and values: the same tokens, and logits apart by the GEMMs' rounding only."""
+@pytest.mark.parametrize("backend", available_backends(torch.device("cpu")))
+def test_the_caches_memory_layout_changes_no_number(peaky_model, backend: str) -> None:
+    """Heads first (the product's cache but for flash-attn) and positions first (flash-attn's) hold
+    the same keys and values: the same tokens, and logits apart by the GEMMs' rounding only."""
     loaded, settings = peaky_model
     docs = many_labels_documents(8, seed=11)
     per_doc = [encode_prompts(loaded.tokenizer, d, 6, 1024).prompts for d in docs]
     groups = [[DocPrompts(j, [Request(p) for p in per_doc[j]], shared_prefix(per_doc[j])) for j in range(len(docs))]]
-    heads_first = FastRunner(loaded, settings, backend="eager")
-    positions_first = FastRunner(loaded, settings, backend="eager")
+    heads_first = FastRunner(loaded, settings, backend=backend)
+    positions_first = FastRunner(loaded, settings, backend=backend)
     positions_first.heads_first = False
-    assert heads_first.heads_first
     tokens, logits = ours_greedy(heads_first, groups)
     other_tokens, other_logits = ours_greedy(positions_first, groups)
+    # In memory as named: each (row, head) holds its positions together, or each position its heads.
+    assert all(c.k.transpose(1, 2).is_contiguous() for buffers in heads_first._buffers.values() for c in buffers)
+    assert all(c.k.is_contiguous() for buffers in positions_first._buffers.values() for c in buffers)
     assert tokens == other_tokens
     apart = max((a - b).abs().max().item() for a, b in zip(logits, other_logits, strict=True))
     assert apart <= LOGIT_TOLERANCE  # as between the attention backends

@@ -132,11 +132,11 @@ class Bloom(nn.Module):
             x = F.pad(x, (0, 0, 0, MIN_GEMM_ROWS - rows))
         return F.linear(self.ln_f(x), self.word_embeddings.weight)[:rows].float()
 
-    def new_caches(self, batch: int, max_len: int, heads_first: bool = True) -> nn.ModuleList:
+    def new_caches(self, batch: int, max_len: int, *, heads_first: bool) -> nn.ModuleList:
         weight = self.word_embeddings.weight
         s = self.shape
         return nn.ModuleList(
-            KVCache.allocate(batch, max_len, s.n_head, s.head_dim, weight.dtype, weight.device, heads_first)
+            KVCache.allocate(batch, max_len, s.n_head, s.head_dim, weight.dtype, weight.device, heads_first=heads_first)
             for _ in range(s.n_layer)
         )
 

@@ -290,7 +290,7 @@ class FastRunner:
                 # Grow to what is asked (at least doubling, at most the window): a full-window cache
                 # for every bucket up front would cost seconds of zero-filling and idle memory.
                 grown = length if full is None else min(self.max_len, max(length, 2 * full[0].k.shape[1]))
-                full = self._buffers[(pool, rows)] = self.model.new_caches(rows, grown, self.heads_first)
+                full = self._buffers[(pool, rows)] = self.model.new_caches(rows, grown, heads_first=self.heads_first)
                 for stale in [k for k in self._views if k[0] == pool and batch_bucket(k[1]) == rows]:
                     del self._views[stale]
             self._views[key] = nn.ModuleList(cache.view(batch, length) for cache in full)

@@ -4,10 +4,11 @@ Buffers are allocated once per batch bucket at the longest length the engine ser
 buckets are views into them. Fixed shapes and fixed addresses are what let the decode step compile
 once per (batch, length) bucket and replay as a CUDA graph. Every attention backend reads that
 shape. In memory each (row, head) holds its positions together (heads first, as gpt-fast's cache),
-so attention's [batch, heads, length, head_dim] operands are views, where a positions-first buffer
-had its keys copied into that order by every layer at every step (2x the model's step at 64 rows and
-24 layers on a CPU, ops/BENCHMARKS.md). flash-attn's kvcache kernel gets positions first, its own
-layout (`heads_first=False`).
+so attention's [batch, heads, length, head_dim] keys are a view, where a positions-first buffer had
+them copied into that order by every layer at every step (2x the model's step at 64 rows and 24
+layers on a CPU, ops/BENCHMARKS.md). The eager backend's chunked product still copies the values
+where the filled length is shorter than the buffer. flash-attn's kvcache kernel gets positions
+first, its own layout (`heads_first=False`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ class KVCache(nn.Module):
 
     @classmethod
     def allocate(
-        cls, batch: int, max_len: int, n_head: int, head_dim: int, dtype, device, heads_first: bool = True
+        cls, batch: int, max_len: int, n_head: int, head_dim: int, dtype, device, *, heads_first: bool
     ) -> KVCache:
         if heads_first:
             shape = (batch, n_head, max_len, head_dim)

@@ -143,7 +143,7 @@ def model_ms_per_step(
     if heads_first is None:
         engine.model.caches = engine.caches("rows", rows, length)
     else:
-        engine.model.caches = engine.model.new_caches(rows, length, heads_first)
+        engine.model.caches = engine.model.new_caches(rows, length, heads_first=heads_first)
     token = torch.zeros(rows, dtype=torch.long, device=engine.device)
     pos = torch.full((rows,), context, dtype=torch.long, device=engine.device)
     with torch.inference_mode():

@@ -51,7 +51,8 @@ def main() -> None:
                 n_head=args.heads,
             )
             settings = EngineSettings(path=str(directory))
-            runner = FastRunner(load_model(settings), settings)
+            # Eager attention, whatever the machine has: flash-attn reads only its own layout.
+            runner = FastRunner(load_model(settings), settings, backend="eager")
             for rows in [int(n) for n in args.rows.split(",")]:
                 timed = {True: [], False: []}
                 for _ in range(args.rounds):

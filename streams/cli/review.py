@@ -21,7 +21,10 @@ def review() -> None:
 @click.option("--port", type=int, help="Port (default: SEQSTREAM_REVIEW__PORT, 8088).")
 @click.option(
     "--instance",
-    help="This desk's name, stable across its restarts: its transactions' id (default: host name and port).",
+    help=(
+        "This desk's name, stable across its restarts and its own among the desks: its transactions' id and "
+        "its group.instance.id (default: host name and port)."
+    ),
 )
 @click.pass_context
 def review_serve(ctx: click.Context, host: str | None, port: int | None, instance: str | None) -> None:

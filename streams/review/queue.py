@@ -40,6 +40,8 @@ BUFFERED_MAX = 100
 REMEMBERED_MAX = 10_000
 # How often the polling thread asks the broker for a paused partition's log end (the backlog's top).
 ENDS_EVERY_S = 2.0
+# A consumer fenced again this soon after its replacement points at a second desk under the same id.
+REFENCED_WITHIN_S = 60.0
 
 
 @dataclass
@@ -88,6 +90,7 @@ class Queue:
         # partition -> log end asked of the broker while paused; fetched partitions use the consumer's.
         self.paused_ends: dict[int, int] = {}
         self.ends_asked = 0.0
+        self.replaced_at = -REFENCED_WITHIN_S  # when the consumer was last replaced (monotonic)
         self.consumer = self._new_consumer()
         self.producer = self._new_producer()
 
@@ -122,14 +125,19 @@ class Queue:
         return producer
 
     # The rebalance callbacks run inside `consume`, on the polling thread, which does not hold the lock there.
-    def _assigned(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    # A replaced consumer's callbacks (its close) are not the desk's: the shelves follow the one in use.
+    def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         with self.lock:
+            if consumer is not self.consumer:
+                return
             for tp in partitions:
                 self.shelves.setdefault(tp.partition, Shelf())
 
-    def _revoked(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Its new owner starts from the committed offset: the head this desk showed goes with it.
         with self.lock:
+            if consumer is not self.consumer:
+                return
             for tp in partitions:
                 self.shelves.pop(tp.partition, None)
                 self.paused_ends.pop(tp.partition, None)
@@ -158,6 +166,16 @@ class Queue:
         librdkafka makes that fatal. A new consumer rejoins as the instance and reads from the
         committed offset, the oldest undecided record: every shelf (and hold) starts over."""
         log.warning("review consumer failed fatally (%s); a new one rejoins as this desk", error.str())
+        now = time.monotonic()
+        if now - self.replaced_at < REFENCED_WITHIN_S:
+            # Outages that long do not come a minute apart: two desks share the id and fence each other.
+            log.error(
+                "this desk was fenced again within %.0f s: is another desk running with --instance %s? "
+                "Each desk needs its own.",
+                REFENCED_WITHIN_S,
+                self.instance,
+            )
+        self.replaced_at = now
         fresh = self._new_consumer()
         with self.lock:
             old, self.consumer = self.consumer, fresh
