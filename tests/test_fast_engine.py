@@ -51,6 +51,12 @@ def many_labels_documents(count: int, seed: int) -> list[Document]:
     return docs
 
 
+def one_group(tokenizer, docs: list[Document]) -> list[list[DocPrompts]]:
+    """Every document's prompts (6 labels a prompt) in one group, each sharing its prefix."""
+    per_doc = [encode_prompts(tokenizer, d, 6, 1024).prompts for d in docs]
+    return [[DocPrompts(j, [Request(p) for p in prompts], shared_prefix(prompts)) for j, prompts in enumerate(per_doc)]]
+
+
 def transformers_greedy(hf_model, prompts: list[list[int]], pad_id: int):
     """transformers' generate(), greedy, left-padded: the tokens and logits of every step."""
     width = max(len(p) for p in prompts)
@@ -135,8 +141,7 @@ def test_same_greedy_tokens_and_logits_as_transformers(peaky_model, sharing: boo
 def test_backends_agree_with_each_other(peaky_model) -> None:
     loaded, settings = peaky_model
     docs = many_labels_documents(12, seed=9)
-    per_doc = [encode_prompts(loaded.tokenizer, d, 6, 1024).prompts for d in docs]
-    groups = [[DocPrompts(j, [Request(p) for p in per_doc[j]], shared_prefix(per_doc[j])) for j in range(len(docs))]]
+    groups = one_group(loaded.tokenizer, docs)
     results = {}
     for backend in available_backends(torch.device("cpu")):
         results[backend] = ours_greedy(FastRunner(loaded, settings, backend=backend), groups)
@@ -153,8 +158,7 @@ def test_the_caches_memory_layout_changes_no_number(peaky_model, backend: str) -
     the same keys and values: the same tokens, and logits apart by the GEMMs' rounding only."""
     loaded, settings = peaky_model
     docs = many_labels_documents(8, seed=11)
-    per_doc = [encode_prompts(loaded.tokenizer, d, 6, 1024).prompts for d in docs]
-    groups = [[DocPrompts(j, [Request(p) for p in per_doc[j]], shared_prefix(per_doc[j])) for j in range(len(docs))]]
+    groups = one_group(loaded.tokenizer, docs)
     heads_first = FastRunner(loaded, settings, backend=backend)
     positions_first = FastRunner(loaded, settings, backend=backend)
     positions_first.heads_first = False
@@ -213,8 +217,7 @@ def test_preparing_the_next_batch_while_one_runs_changes_no_output(peaky_model) 
 def test_compiled_decode_step_matches_eager(peaky_model) -> None:
     loaded, settings = peaky_model
     docs = many_labels_documents(6, seed=11)
-    per_doc = [encode_prompts(loaded.tokenizer, d, 6, 1024).prompts for d in docs]
-    groups = [[DocPrompts(j, [Request(p) for p in per_doc[j]], shared_prefix(per_doc[j])) for j in range(len(docs))]]
+    groups = one_group(loaded.tokenizer, docs)
     compiled_engine = FastRunner(loaded, settings, compile_decode=True)
     assert compiled_engine.info.attention.endswith("+compiled")
     plain_tokens, plain_logits = ours_greedy(FastRunner(loaded, settings, compile_decode=False), groups)
