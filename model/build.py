@@ -10,6 +10,7 @@ from model.answers.backoff import Backoff, ModelScorer
 from model.answers.words import load_segmenters
 from model.config import EngineSettings
 from model.engine import Engine, Extractor, prepare
+from model.grammar import host_step
 from model.prepare_pool import PreparePool
 from model.replicas import ReplicaPool, visible_devices
 from model.runner.fast import FastRunner
@@ -37,6 +38,7 @@ def build_engine(settings: EngineSettings, windows: WindowSettings | None = None
     backoff = lexicon_backoff(loaded[0], settings) if settings.backoff else None
     built = WindowedEngine(engine, tokenizer, settings, windows or WindowSettings(), backoff)
     load_segmenters()  # jieba's dictionaries now, not in the first batch
+    host_step.load()  # and the grammar's compiled step
     return built
 
 
