@@ -126,13 +126,12 @@ def _eager(q, k, v, cache, q_pos, slopes):
     probs = torch.softmax(scores, dim=-1).to(q.dtype)
     # probs @ values in fixed chunks of keys, summed in order: a GEMM's rounding depends on its
     # reduction length, so one long matmul would make a row's output depend on how far its batch
-    # mates reach; chunks past a row's last key add exact zeros.
-    b, h, s, length = probs.shape
-    chunks = length // KV_CHUNK
-    partial = probs.view(b, h, s, chunks, KV_CHUNK).transpose(2, 3) @ values.reshape(b, h, chunks, KV_CHUNK, -1)
-    out = partial[:, :, 0]
-    for chunk in range(1, chunks):  # in order: torch.sum may pair terms differently by count
-        out = out + partial[:, :, chunk]
+    # mates reach; chunks past a row's last key add exact zeros. One product per chunk, each over
+    # views of the heads-first cache: a single batched product over (batch, heads, chunks) copied
+    # the values and the probabilities first, for the same numbers (ops/BENCHMARKS.md).
+    out = probs[..., :KV_CHUNK] @ values[:, :, :KV_CHUNK]
+    for start in range(KV_CHUNK, kv_len, KV_CHUNK):  # in order: torch.sum may pair terms differently
+        out = out + probs[..., start : start + KV_CHUNK] @ values[:, :, start : start + KV_CHUNK]
     return out.transpose(1, 2)
 
 

@@ -6,9 +6,8 @@ once per (batch, length) bucket and replay as a CUDA graph. Every attention back
 shape. In memory each (row, head) holds its positions together (heads first, as gpt-fast's cache),
 so attention's [batch, heads, length, head_dim] keys are a view, where a positions-first buffer had
 them copied into that order by every layer at every step (2x the model's step at 64 rows and 24
-layers on a CPU, ops/BENCHMARKS.md). The eager backend's chunked product still copies the values
-where the filled length is shorter than the buffer. flash-attn's kvcache kernel gets positions
-first, its own layout (`heads_first=False`).
+layers on a CPU, ops/BENCHMARKS.md), and the eager backend's chunked product reads the values in
+place. flash-attn's kvcache kernel gets positions first, its own layout (`heads_first=False`).
 """
 
 from __future__ import annotations
