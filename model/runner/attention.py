@@ -126,12 +126,22 @@ def _eager(q, k, v, cache, q_pos, slopes):
     probs = torch.softmax(scores, dim=-1).to(q.dtype)
     # probs @ values in fixed chunks of keys, summed in order: a GEMM's rounding depends on its
     # reduction length, so one long matmul would make a row's output depend on how far its batch
-    # mates reach; chunks past a row's last key add exact zeros. One product per chunk, each over
-    # views of the heads-first cache: a single batched product over (batch, heads, chunks) copied
-    # the values and the probabilities first, for the same numbers (ops/BENCHMARKS.md).
-    out = probs[..., :KV_CHUNK] @ values[:, :, :KV_CHUNK]
-    for start in range(KV_CHUNK, kv_len, KV_CHUNK):  # in order: torch.sum may pair terms differently
-        out = out + probs[..., start : start + KV_CHUNK] @ values[:, :, start : start + KV_CHUNK]
+    # mates reach; chunks past a row's last key add exact zeros. Two ways to the same numbers (bit
+    # for bit): a prefill takes one product per chunk over views of the cache, where one batched
+    # product over (batch, heads, chunks) would copy its large probabilities and the values first; a
+    # decode step takes the batched product, whose copies are small and one call beats one per
+    # chunk (ops/BENCHMARKS.md).
+    b, h, s, _ = probs.shape
+    if s > 1:
+        out = probs[..., :KV_CHUNK] @ values[:, :, :KV_CHUNK]
+        for start in range(KV_CHUNK, kv_len, KV_CHUNK):  # in order: torch.sum may pair terms differently
+            out = out + probs[..., start : start + KV_CHUNK] @ values[:, :, start : start + KV_CHUNK]
+        return out.transpose(1, 2)
+    chunks = kv_len // KV_CHUNK
+    partial = probs.view(b, h, s, chunks, KV_CHUNK).transpose(2, 3) @ values.reshape(b, h, chunks, KV_CHUNK, -1)
+    out = partial[:, :, 0]
+    for chunk in range(1, chunks):
+        out = out + partial[:, :, chunk]
     return out.transpose(1, 2)
 
 
