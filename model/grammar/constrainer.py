@@ -90,7 +90,7 @@ class Constrainer:
         """The decode loop's grammar of a batch of `batch_rows` rows (those past `rows` pad it: free),
         its rows fed `prefixes`, masking `width` tokens (the model's vocabulary): on an accelerator
         the device grammar, which never waits for the host; on a CPU, where there is nothing to wait
-        for, the host grammar, whose numpy steps cost a fraction of the device grammar's ~150 small
+        for, the host grammar, whose compiled steps cost a fraction of the device grammar's ~150 small
         torch operations (tests/test_device_grammar.py holds the two to the same tokens)."""
         on_device = self.device.type != "cpu" if self.grammar_on_device is None else self.grammar_on_device
         if not on_device:
