@@ -1,7 +1,7 @@
 """The host grammar's step as compiled loops (numba): a row's legal tokens, and its state after a token.
 
 The same rules as the device grammar's tensors (model/grammar/step.py), walked row by row. A step of a
-batch costs a few thousand scalar operations; as vectorised numpy it cost ~70 array calls, 0.45 ms a
+batch costs a few thousand scalar operations; as vectorised numpy it cost ~70 array calls, 0.4 ms a
 step at 64 rows and more than a third of a small batch's decode on a CPU (ops/BENCHMARKS.md). Compiled
 once per machine (`cache=True` keeps the machine code beside this file, or in numba's user cache).
 
