@@ -17,6 +17,7 @@ import numba
 import numpy as np
 
 from model.grammar.layout import Layout
+from model.grammar.vocab import grown
 
 
 class Kernel(NamedTuple):
@@ -192,19 +193,15 @@ def advance(k, literal, answered, label, length, ended, end_row, end_pos, tokens
     row_first = _row_ends(end_row, n)
     literal_out, answered_out = literal.copy(), answered.copy()
     label_out, length_out, ended_out = label.copy(), length.copy(), ended.copy()
-    capacity = len(end_row) + 16 * n + 16
-    rows_out = np.empty(capacity, dtype=np.int64)
-    pos_out = np.empty(capacity, dtype=np.int64)
+    rows_out = np.empty(len(end_row) + 16 * n + 16, dtype=np.int64)
+    pos_out = np.empty(len(rows_out), dtype=np.int64)
     count = 0
     sources = np.empty(2, dtype=np.int64)
     for r in range(n):
         lo, hi = row_first[r], row_first[r + 1]
         if not going[r]:
             for j in range(lo, hi):
-                if count == capacity:
-                    rows_out, pos_out, capacity = _grown(rows_out, pos_out, capacity)
-                rows_out[count], pos_out[count] = r, end_pos[j]
-                count += 1
+                rows_out, pos_out, count = _push(rows_out, pos_out, count, r, end_pos[j])
             continue
         tok = tokens[r]
         if tok == eos_id:
@@ -240,10 +237,7 @@ def advance(k, literal, answered, label, length, ended, end_row, end_pos, tokens
                     if moved <= k.reach[kind, start]:
                         new_label, new_length = k.glue_label[s, j], k.entry_taken[e]
                         glue_done, opened = k.glue_done[s, j], True
-                        if count == capacity:
-                            rows_out, pos_out, capacity = _grown(rows_out, pos_out, capacity)
-                        rows_out[count], pos_out[count] = r, moved
-                        count += 1
+                        rows_out, pos_out, count = _push(rows_out, pos_out, count, r, moved)
                     e += 1
         # An open value continued: the token occurs at one of its end positions.
         if not opened and label[r] >= 0:
@@ -255,10 +249,7 @@ def advance(k, literal, answered, label, length, ended, end_row, end_pos, tokens
                 moved = p + k.lengths[tok]
                 if moved <= k.reach[kind, p - length[r]]:
                     new_label, new_length = label[r], length[r] + k.lengths[tok]
-                    if count == capacity:
-                        rows_out, pos_out, capacity = _grown(rows_out, pos_out, capacity)
-                    rows_out[count], pos_out[count] = r, moved
-                    count += 1
+                    rows_out, pos_out, count = _push(rows_out, pos_out, count, r, moved)
         literal_out[r] = new_literal
         answered_out[r] = a | done | glue_done
         label_out[r] = new_label
@@ -267,12 +258,12 @@ def advance(k, literal, answered, label, length, ended, end_row, end_pos, tokens
 
 
 @numba.njit(cache=True)
-def _grown(rows, pos, capacity):
-    bigger = capacity * 2
-    new_rows, new_pos = np.empty(bigger, dtype=np.int64), np.empty(bigger, dtype=np.int64)
-    new_rows[:capacity] = rows
-    new_pos[:capacity] = pos
-    return new_rows, new_pos, bigger
+def _push(rows, pos, count, row, at):
+    """The end list with (row, at) written at `count`, its buffers grown when full."""
+    if count == len(rows):
+        rows, pos = grown(rows, 2 * count), grown(pos, 2 * count)
+    rows[count], pos[count] = row, at
+    return rows, pos, count + 1
 
 
 def load() -> None:

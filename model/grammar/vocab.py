@@ -5,8 +5,9 @@ Preparing a document's constraint must cost well under a millisecond, so the (po
 of a source are not found by walking a trie in Python: from every position the source's bytes are
 hashed one more at a time (a polynomial rolling hash mod 2**64) and looked up among the hashes of the
 tokens' prefixes, and a position stops as soon as its bytes are no token's prefix. That walk is a
-compiled loop (numba, `_walk`: 3x the vectorised numpy passes it replaced, one per length, with the
-same matches); the few tokens longer than SHORT bytes are then checked whole, vectorised.
+compiled loop (numba, `_walk`; `matches` as a whole 1.5-1.7x faster than with the vectorised numpy
+passes it replaced, one per length, and the same matches); the few tokens longer than SHORT bytes are
+then checked whole, vectorised.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ class VocabIndex:
         ids = [vocab.ids[b] for b in vocab.ordered]
         self._class_first = np.cumsum([0] + [len(i) for i in ids])
         self._class_ids = np.array([t for group in ids for t in group], dtype=np.int64)
+        # The walk compiled (or loaded from numba's cache) now, not in the first document.
+        self.matches(np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int64))
 
     def matches(
         self, data: np.ndarray, starts: np.ndarray, head: bytes = b""
@@ -77,8 +80,7 @@ class VocabIndex:
         Up to SHORT bytes, positions are extended a byte at a time while they spell some token's
         prefix; the few tokens longer than that are then checked whole against the source."""
         found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        # The source followed by breaks, so that reading past its end stops a match like a break does;
-        # bytes as they enter the hash (b + 1).
+        # The source followed by breaks, so that reading past its end stops a match like a break does.
         padded = np.concatenate([data, np.full(self.longest + 1, TAB_BYTE, dtype=np.uint8)])
         table, long = self._every if VALUE_BREAKS.intersection(head) else self._breakless
         short = SHORT - len(head) if len(head) < SHORT else self.longest
@@ -196,7 +198,6 @@ class PrefixTable:
     classes: np.ndarray  # per hash, the spelling it completes, -1 if none
     first: np.ndarray  # bucket b holds hashes[first[b]:first[b + 1]]
     shift: np.uint64
-    widest: int
 
     @classmethod
     def of(cls, spellings: list[bytes], chosen: list[int], longest: int) -> PrefixTable:
@@ -205,13 +206,12 @@ class PrefixTable:
             hashes = np.unique(prefixes * MIX)
             classes = np.full(len(hashes), -1, dtype=np.int64)
             classes[np.searchsorted(hashes, full * MIX)] = np.array(chosen, dtype=np.int64)
-        # Two to four buckets per hash: most look-ups end at an empty bucket or its first entry, and a
-        # find's loop runs as deep as the deepest bucket it reads. In int32, no more memory than int64
-        # offsets at half as many buckets.
+        # Two to four buckets per hash: most look-ups end at an empty bucket or its first entry. In
+        # int32, no more memory than int64 offsets at half as many buckets.
         bits = max(1, len(hashes).bit_length() + 1)
         shift = np.uint64(64 - bits)
         first = np.searchsorted(hashes >> shift, np.arange((1 << bits) + 1, dtype=np.uint64)).astype(np.int32)
-        return cls(hashes, classes, first, shift, int(np.diff(first).max(initial=0)))
+        return cls(hashes, classes, first, shift)
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.uint64]:
         return self.hashes, self.classes, self.first, self.shift
@@ -233,15 +233,6 @@ def _hashes(spellings: list[bytes], longest: int) -> tuple[np.ndarray, np.ndarra
             prefixes.append(h[inside])
             full[lengths == n + 1] = h[lengths == n + 1]
     return full, np.concatenate(prefixes) if prefixes else np.zeros(0, dtype=np.uint64)
-
-
-def member(sorted_values: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """Whether each query occurs in `sorted_values` (a binary search each, no hashing of the whole array)."""
-    at = np.searchsorted(sorted_values, queries)
-    inside = at < len(sorted_values)
-    found = np.zeros(len(queries), dtype=bool)
-    found[inside] = sorted_values[at[inside]] == queries[inside]
-    return found
 
 
 @numba.njit(cache=True)
@@ -268,7 +259,7 @@ def _walk(padded, starts, h0, stop_at_breaks, steps, hashes, classes, first, shi
             if classes[at] >= 0:
                 if count == capacity:
                     capacity *= 2
-                    pos, length, cls = _grown(pos, capacity), _grown(length, capacity), _grown(cls, capacity)
+                    pos, length, cls = grown(pos, capacity), grown(length, capacity), grown(cls, capacity)
                 pos[count], length[count], cls[count] = start, n, classes[at]
                 count += 1
         if n == steps:
@@ -289,7 +280,8 @@ def _find(h, hashes, first, shift):
 
 
 @numba.njit(cache=True)
-def _grown(values, capacity):
+def grown(values, capacity):
+    """`values` in a new array of `capacity` entries (compiled loops' buffers that fill up)."""
     out = np.empty(capacity, values.dtype)
     out[: len(values)] = values
     return out
