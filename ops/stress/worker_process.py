@@ -306,10 +306,17 @@ class OutputReader:
         # consumer revokes its assignment in librdkafka's rebalance callback, which holds the GIL,
         # and after a test had restarted the broker that call blocked for good, the whole test run
         # with it (the deadline around `close` never got the GIL back to give up).
-        metadata = self.consumer.list_topics(timeout=30)
-        missing = [topic for topic in self.topics if topic not in metadata.topics]
-        if missing:
-            raise RuntimeError(f"output topics missing on the broker: {missing}")
+        # Each broker learns of new topics from the controller in its own time: the one this reader
+        # asks may not know them yet, a moment after another said every replica was in sync.
+        deadline = time.monotonic() + 30
+        while True:
+            metadata = self.consumer.list_topics(timeout=30)
+            missing = [topic for topic in self.topics if topic not in metadata.topics]
+            if not missing:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"output topics missing on the broker: {missing}")
+            time.sleep(0.5)
         self.consumer.assign(
             [
                 TopicPartition(topic, partition, OFFSET_BEGINNING)
