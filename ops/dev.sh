@@ -14,18 +14,6 @@ CACHE=${SEQSTREAM_CACHE:-$HOME/.cache/seqstream}
 key=$( (cat pyproject.toml; "$PYTHON" -c 'import sys; print(sys.version)') | sha256sum | cut -c1-16)
 VENV="$CACHE/venv-$key"
 
-# Exits 0 when the environment's editable install of seqstream already points at the directory given.
-EDITABLE_HERE='
-import importlib.metadata, json, os, sys, sysconfig, urllib.parse, urllib.request
-# The installed one, not the seqstream.egg-info setuptools leaves in the checkout (first on sys.path).
-found = importlib.metadata.distributions(name="seqstream", path=[sysconfig.get_paths()["purelib"]])
-info = next((json.loads(d.read_text("direct_url.json") or "{}") for d in found), {})
-url = urllib.parse.urlparse(info.get("url", ""))
-editable = info.get("dir_info", {}).get("editable", False)
-here = url.scheme == "file" and os.path.realpath(urllib.request.url2pathname(url.path)) == os.path.realpath(sys.argv[1])
-sys.exit(0 if editable and here else 1)
-'
-
 if [ ! -f "$VENV/.complete" ]; then
   echo "setting up the Python environment in $VENV (once per machine; torch is large)" >&2
   rm -rf "$VENV"
@@ -34,15 +22,13 @@ if [ ! -f "$VENV/.complete" ]; then
   "$VENV/bin/pip" install -q --upgrade pip setuptools
   "$VENV/bin/pip" install -q -e ".[dev,tools]"
   touch "$VENV/.complete"
-elif ! "$VENV/bin/python" -c "$EDITABLE_HERE" "$PWD" 2>/dev/null; then
-  # The cached environment served another clone: point its editable install here. setuptools warns
-  # about editable installs on every such call; its output is shown only when the install fails.
-  if ! log=$("$VENV/bin/pip" install -q --no-deps --no-build-isolation -e . 2>&1); then
-    echo "$log" >&2
-    exit 1
-  fi
 fi
 export PATH="$VENV/bin:$PATH"
+# The environment is shared by every clone on the machine, and its editable install points at the
+# clone that built it. This clone's code comes first on the path instead, for this command and every
+# process it starts: re-pointing the shared install here would switch a run still going in another
+# clone (its workers, its console scripts) onto this clone's code.
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export TOKENIZERS_PARALLELISM=false
 
 command=${1:-}
