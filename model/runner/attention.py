@@ -70,14 +70,46 @@ def _has_flex() -> bool:
     return True
 
 
-Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, KVCache, torch.Tensor, torch.Tensor], torch.Tensor]
+class Positions:
+    """Where a forward's new tokens sit, and what every layer's attention derives from that: worked
+    out once per forward, where each layer used to work it out again (the keys' reach reads the
+    positions on the host, a wait for the device on an accelerator; eager's ALiBi and causal mask
+    are a few small operations, 8% of a 2-layer model's decode step on the CPU, ops/BENCHMARKS.md).
+
+    `q` [B, S]: the cache positions of each row's S new tokens (consecutive per row; a row's padding
+    tokens sit at the cache's last, never-attended slot). `kv_len`: the keys attended (see `_kv_len`).
+    """
+
+    def __init__(self, q: torch.Tensor, slopes: torch.Tensor, cache_len: int) -> None:
+        self.q = q
+        self.slopes = slopes.to(q.device)
+        self.kv_len = _kv_len(q, cache_len)
+        self._bias: tuple[torch.Tensor, torch.Tensor] | torch.Tensor | None = None
+
+    def add_bias(self, scores: torch.Tensor) -> torch.Tensor:
+        """`scores` [B, H, S, kv_len] (fp32) plus ALiBi (slope * key position), -inf on keys after
+        the query, in place. The same additions as adding ALiBi and then masking, bit for bit: a
+        finite score plus -inf is -inf."""
+        if self._bias is None:
+            keys = torch.arange(self.kv_len, device=self.q.device)
+            alibi = self.slopes[None, :, None, None] * keys
+            after = (keys[None, None, :] > self.q[:, :, None])[:, None]
+            # One decode step's bias is small ([B, H, 1, L]): one tensor, one addition per layer. A
+            # prefill's would be [B, H, S, L]: it keeps the two broadcast parts.
+            self._bias = alibi.masked_fill(after, float("-inf")) if self.q.shape[1] == 1 else (alibi, after)
+        if isinstance(self._bias, tuple):
+            alibi, after = self._bias
+            return scores.add_(alibi).masked_fill_(after, float("-inf"))
+        return scores.add_(self._bias)
+
+
+Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, KVCache, Positions], torch.Tensor]
 
 
 def make_attention(backend: str) -> Attend:
-    """attend(q, k, v, cache, q_pos, slopes) -> out
+    """attend(q, k, v, cache, at) -> out
 
-    q, k, v: [B, S, H, D] for the S new tokens of each row, whose positions are q_pos [B, S]
-    (consecutive per row; a row's padding tokens sit at the cache's last, never-attended slot).
+    q, k, v: [B, S, H, D] for the S new tokens of each row, at the cache positions `at.q` [B, S].
     The new keys and values are written into the cache at those positions, then each query
     attends over the row's cache up to its own position. Returns [B, S, H, D].
     """
@@ -97,12 +129,11 @@ def _bias(q_pos: torch.Tensor, kv_len: int, slopes: torch.Tensor) -> torch.Tenso
     return alibi.masked_fill(distance[:, None] > 0, float("-inf"))
 
 
-def _kv_len(q_pos: torch.Tensor, cache: KVCache) -> int:
+def _kv_len(q_pos: torch.Tensor, length: int) -> int:
     # A compiled decode step needs fixed shapes: it attends over the whole cache. Otherwise attend
     # only over the filled part, which is much shorter than a cache sized for generation.
     # (The last slot is the trash slot padding tokens write to; see generate.prefill.)
     # Rounded up to whole KV_CHUNKs, which eager attention sums over (see _eager).
-    length = cache.k.shape[1]
     if q_pos.shape[1] == 1 and torch.compiler.is_compiling():
         return length
     filled = int(q_pos[q_pos < length - 1].max()) + 1
@@ -113,17 +144,14 @@ def _kv_len(q_pos: torch.Tensor, cache: KVCache) -> int:
 KV_CHUNK = 64
 
 
-def _eager(q, k, v, cache, q_pos, slopes):
-    keys, values = cache.update(q_pos, k, v)
-    kv_len = _kv_len(q_pos, cache)
+def _eager(q, k, v, cache, at: Positions):
+    keys, values = cache.update(at.q, k, v)
+    kv_len = at.kv_len
     keys, values = keys[:, :kv_len].transpose(1, 2), values[:, :kv_len].transpose(1, 2)  # [B, H, L, D]
     # Scores in fp32 whatever the weights' dtype, so BLOOM's own ALiBi form (slope * key position)
     # loses nothing; built in place, as these [B, H, S, L] tensors are the prefill's largest.
     scores = torch.matmul(q.transpose(1, 2), keys.transpose(-1, -2)).float()
-    positions = torch.arange(kv_len, device=q.device)
-    scores.mul_(1 / math.sqrt(q.shape[-1])).add_(slopes.to(q.device)[None, :, None, None] * positions)
-    scores.masked_fill_((positions[None, None, :] > q_pos[:, :, None])[:, None], float("-inf"))
-    probs = torch.softmax(scores, dim=-1).to(q.dtype)
+    probs = torch.softmax(at.add_bias(scores.mul_(1 / math.sqrt(q.shape[-1]))), dim=-1).to(q.dtype)
     # probs @ values in fixed chunks of keys, summed in order: a GEMM's rounding depends on its
     # reduction length, so one long matmul would make a row's output depend on how far its batch
     # mates reach; chunks past a row's last key add exact zeros. Two ways to the same numbers (bit
@@ -145,25 +173,24 @@ def _eager(q, k, v, cache, q_pos, slopes):
     return out.transpose(1, 2)
 
 
-def _sdpa(q, k, v, cache, q_pos, slopes):
-    keys, values = cache.update(q_pos, k, v)
-    kv_len = _kv_len(q_pos, cache)
+def _sdpa(q, k, v, cache, at: Positions):
+    keys, values = cache.update(at.q, k, v)
+    kv_len = at.kv_len
     out = F.scaled_dot_product_attention(
         q.transpose(1, 2),
         keys[:, :kv_len].transpose(1, 2),
         values[:, :kv_len].transpose(1, 2),
-        attn_mask=_bias(q_pos, kv_len, slopes).to(q.dtype),
+        attn_mask=_bias(at.q, kv_len, at.slopes).to(q.dtype),
     )
     return out.transpose(1, 2)
 
 
-def _flex(q, k, v, cache, q_pos, slopes):
+def _flex(q, k, v, cache, at: Positions):
     from torch.nn.attention.flex_attention import flex_attention
 
-    keys, values = cache.update(q_pos, k, v)
-    kv_len = _kv_len(q_pos, cache)
-    slopes = slopes.to(q.device)
-    start = q_pos[:, :1]  # [B, 1]: positions are consecutive from each row's first new token
+    keys, values = cache.update(at.q, k, v)
+    kv_len, slopes = at.kv_len, at.slopes
+    start = at.q[:, :1]  # [B, 1]: positions are consecutive from each row's first new token
 
     def score_mod(score, b, h, q_idx, kv_idx):
         distance = kv_idx - (start[b, 0] + q_idx)
@@ -175,14 +202,14 @@ def _flex(q, k, v, cache, q_pos, slopes):
     return out.transpose(1, 2)
 
 
-def _flash(q, k, v, cache, q_pos, slopes):
+def _flash(q, k, v, cache, at: Positions):
     """flash-attn's kvcache kernel for decode steps; prefill goes through FlexAttention, also fused.
 
     flash-attn appends k/v at cache_seqlens itself: right for one new token per row, but in a
     padded prefill it would write each row's padding past its end, possibly past the cache.
     """
     if q.shape[1] > 1:
-        return _flex(q, k, v, cache, q_pos, slopes) if _has_flex() else _sdpa(q, k, v, cache, q_pos, slopes)
+        return _flex(q, k, v, cache, at) if _has_flex() else _sdpa(q, k, v, cache, at)
     from flash_attn import flash_attn_with_kvcache
 
     # Same ragged layout as ours (causality aligned to each row's length). Its ALiBi is
@@ -193,7 +220,7 @@ def _flash(q, k, v, cache, q_pos, slopes):
         cache.v,
         k=k,
         v=v,
-        cache_seqlens=q_pos[:, 0].to(torch.int32),
+        cache_seqlens=at.q[:, 0].to(torch.int32),
         causal=True,
-        alibi_slopes=slopes.to(q.device, torch.float32),
+        alibi_slopes=at.slopes.float(),
     )

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import BloomConfig, PreTrainedModel
 
-from model.runner.attention import Attend, alibi_slopes
+from model.runner.attention import Attend, Positions, alibi_slopes
 from model.runner.kv_cache import KVCache
 
 # Below 8 rows the CPU's GEMM switches kernels (gemv, small-M paths) and rounds differently (by
@@ -57,12 +57,12 @@ class Attention(nn.Module):
         self.query_key_value = nn.Linear(shape.hidden_size, 3 * shape.hidden_size)
         self.dense = nn.Linear(shape.hidden_size, shape.hidden_size)
 
-    def forward(self, x, cache: KVCache, q_pos, slopes, attend: Attend) -> torch.Tensor:
+    def forward(self, x, cache: KVCache, at: Positions, attend: Attend) -> torch.Tensor:
         batch, length, _ = x.shape
         # BLOOM fuses per head: [q_h, k_h, v_h] for each head h, not [Q, K, V].
         qkv = self.query_key_value(x).view(batch, length, self.shape.n_head, 3, self.shape.head_dim)
         q, k, v = qkv.unbind(dim=3)
-        out = attend(q, k.contiguous(), v.contiguous(), cache, q_pos, slopes)
+        out = attend(q, k.contiguous(), v.contiguous(), cache, at)
         return self.dense(out.reshape(batch, length, self.shape.hidden_size))
 
 
@@ -84,8 +84,8 @@ class Block(nn.Module):
         self.post_attention_layernorm = LayerNorm(shape.hidden_size, eps=shape.eps)
         self.mlp = MLP(shape)
 
-    def forward(self, x, cache, q_pos, slopes, attend) -> torch.Tensor:
-        x = x + self.self_attention(self.input_layernorm(x), cache, q_pos, slopes, attend)
+    def forward(self, x, cache, at: Positions, attend) -> torch.Tensor:
+        x = x + self.self_attention(self.input_layernorm(x), cache, at, attend)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -122,8 +122,9 @@ class Bloom(nn.Module):
 
     def _hidden(self, tokens: torch.Tensor, q_pos: torch.Tensor, attend: Attend) -> torch.Tensor:
         x = self.word_embeddings_layernorm(self.word_embeddings(tokens))
+        at = Positions(q_pos, self.slopes, self.caches[0].k.shape[1])  # every layer's cache is as long
         for block, cache in zip(self.h, self.caches, strict=True):
-            x = block(x, cache, q_pos, self.slopes, attend)
+            x = block(x, cache, at, attend)
         return x
 
     def _head(self, x: torch.Tensor) -> torch.Tensor:
