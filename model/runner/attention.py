@@ -77,14 +77,23 @@ class Positions:
     are a few small operations, 8% of a 2-layer model's decode step on the CPU, ops/BENCHMARKS.md).
 
     `q` [B, S]: the cache positions of each row's S new tokens (consecutive per row; a row's padding
-    tokens sit at the cache's last, never-attended slot). `kv_len`: the keys attended (see `_kv_len`).
+    tokens sit at the cache's last, never-attended slot).
     """
 
     def __init__(self, q: torch.Tensor, slopes: torch.Tensor, cache_len: int) -> None:
         self.q = q
         self.slopes = slopes.to(q.device)
-        self.kv_len = _kv_len(q, cache_len)
+        self._cache_len = cache_len
+        self._kv_len: int | None = None
         self._bias: tuple[torch.Tensor, torch.Tensor] | torch.Tensor | None = None
+
+    @property
+    def kv_len(self) -> int:
+        """The keys attended (see `_kv_len`); asked for only by the backends that read it, so that
+        flash-attn's decode step, which does not, never waits for the device to answer it."""
+        if self._kv_len is None:
+            self._kv_len = _kv_len(self.q, self._cache_len)
+        return self._kv_len
 
     def add_bias(self, scores: torch.Tensor) -> torch.Tensor:
         """`scores` [B, H, S, kv_len] (fp32) plus ALiBi (slope * key position), -inf on keys after
