@@ -86,6 +86,7 @@ class Positions:
         self._cache_len = cache_len
         self._kv_len: int | None = None
         self._bias: tuple[torch.Tensor, torch.Tensor] | torch.Tensor | None = None
+        self._mask: torch.Tensor | None = None
 
     @property
     def kv_len(self) -> int:
@@ -111,6 +112,19 @@ class Positions:
             return scores.add_(alibi).masked_fill_(after, float("-inf"))
         return scores.add_(self._bias)
 
+    def mask(self, dtype: torch.dtype) -> torch.Tensor:
+        """SDPA's float mask [B, H, S, kv_len]: ALiBi, -inf on keys after the query.
+
+        BLOOM adds slope * key_position; this adds slope * (key_position - query_position), which
+        differs by a per-query constant (softmax ignores it) and stays small near the diagonal, where
+        BF16 has the precision to represent it."""
+        if self._mask is None:
+            keys = torch.arange(self.kv_len, device=self.q.device)
+            distance = keys[None, None, :] - self.q[:, :, None]  # [B, S, kv_len], <= 0 where allowed
+            alibi = self.slopes[None, :, None, None] * distance[:, None].to(torch.float32)
+            self._mask = alibi.masked_fill(distance[:, None] > 0, float("-inf")).to(dtype)
+        return self._mask
+
 
 Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, KVCache, Positions], torch.Tensor]
 
@@ -123,19 +137,6 @@ def make_attention(backend: str) -> Attend:
     attends over the row's cache up to its own position. Returns [B, S, H, D].
     """
     return {"flash": _flash, "flex": _flex, "sdpa": _sdpa, "eager": _eager}[backend]
-
-
-def _bias(q_pos: torch.Tensor, kv_len: int, slopes: torch.Tensor) -> torch.Tensor:
-    """[B, H, S, kv_len] float: ALiBi, -inf on keys after the query.
-
-    BLOOM adds slope * key_position; we add slope * (key_position - query_position), which differs by
-    a per-query constant (softmax ignores it) and stays small near the diagonal, where BF16 has the
-    precision to represent it.
-    """
-    keys = torch.arange(kv_len, device=q_pos.device)
-    distance = keys[None, None, :] - q_pos[:, :, None]  # [B, S, kv_len], <= 0 where allowed
-    alibi = slopes.to(q_pos.device)[None, :, None, None] * distance[:, None].to(torch.float32)
-    return alibi.masked_fill(distance[:, None] > 0, float("-inf"))
 
 
 def _kv_len(q_pos: torch.Tensor, length: int) -> int:
@@ -189,7 +190,7 @@ def _sdpa(q, k, v, cache, at: Positions):
         q.transpose(1, 2),
         keys[:, :kv_len].transpose(1, 2),
         values[:, :kv_len].transpose(1, 2),
-        attn_mask=_bias(at.q, kv_len, at.slopes).to(q.dtype),
+        attn_mask=at.mask(q.dtype),
     )
     return out.transpose(1, 2)
 
