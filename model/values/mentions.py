@@ -120,6 +120,12 @@ _LATIN_THEN_CJK = re.compile(r"^(?P<latin>.*[a-z] ?)(?P<cjk>[\u4e00-\u9fff]{1,3}
 MENTIONED_TYPES: tuple[FieldType, ...] = tuple(_PATTERNS)
 
 
+def pattern_for(kind: FieldType, text: str) -> re.Pattern[str]:
+    """The kind's pattern, without its English alternatives where `text` names no month or currency."""
+    cue = _ENGLISH_CUES.get(kind)
+    return cue[1] if cue is not None and not cue[0].search(text) else _PATTERNS[kind]
+
+
 def _matched(kind: FieldType, pattern: re.Pattern[str], text: str) -> list[str]:
     """The pattern's matches; an organisation's run on where the one before ended, joined to it: the
     pattern stops at the first suffix, so 徐州医科大学附属医院 is matched as 徐州医科大学 and
@@ -143,10 +149,10 @@ def _matched(kind: FieldType, pattern: re.Pattern[str], text: str) -> list[str]:
 def mentions(text: str) -> dict[FieldType, tuple[str, ...]]:
     """Per type, the distinct values of that type the text writes, in order of first occurrence."""
     found: dict[FieldType, tuple[str, ...]] = {}
-    for kind, pattern in _PATTERNS.items():
-        if kind in _ENGLISH_CUES and not _ENGLISH_CUES[kind][0].search(text):
-            pattern = _ENGLISH_CUES[kind][1]
-        values = dict.fromkeys(v for m in _matched(kind, pattern, text) for v in _spellings(kind, m.strip()))
+    for kind in _PATTERNS:
+        values = dict.fromkeys(
+            v for m in _matched(kind, pattern_for(kind, text), text) for v in _spellings(kind, m.strip())
+        )
         # A form's key is no value (毕业学校 reads as a school to the organisation pattern), nor is a
         # bare suffix (股份有限公司 after 内蒙古伊利实业集团, whose 集团 ended the match before it).
         found[kind] = tuple(v for v in values if matches(kind, v) and v not in FORM_KEYS | organisation_suffixes())
