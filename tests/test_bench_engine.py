@@ -45,3 +45,23 @@ def test_the_kv_layout_benchmark_times_both_layouts_per_model_and_rows() -> None
     assert [(r[0].strip(), r[1].strip()) for r in rows] == [("1", "8"), ("2", "8")]
     assert all(float(r[2]) > 0 and float(r[3]) > 0 for r in rows)
     assert "command: python -m ops.bench.kv_layout --hidden 64 --heads 4 --layers 1,2 --rows 8" in done.stdout
+
+
+@pytest.mark.timeout(300)
+def test_the_mentions_benchmark_times_both_patterns_and_finds_the_same_mentions() -> None:
+    command = [sys.executable, "-m", "ops.bench.mentions", "--docs", "4", "--rounds", "1"]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [
+        line.split("|")[1:-1] for line in done.stdout.splitlines() if line.startswith("| ") and "ms/doc" not in line
+    ]
+    rows = [[cell.strip() for cell in r] for r in rows if not r[0].strip().startswith("---")]
+    assert [(r[0], r[1]) for r in rows] == [
+        ("engine bench (4 documents)", "date"),
+        ("engine bench (4 documents)", "amount"),
+        ("hand-written corpora", "date"),
+        ("hand-written corpora", "amount"),
+    ]
+    assert all(float(r[2]) > 0 and float(r[3]) > 0 and r[4] == "yes" for r in rows)
+    assert "command: python -m ops.bench.mentions --docs 4 --rounds 1" in done.stdout
