@@ -65,3 +65,19 @@ def test_the_mentions_benchmark_times_both_patterns_and_finds_the_same_mentions(
     ]
     assert all(float(r[2]) > 0 and float(r[3]) > 0 and r[4] == "yes" for r in rows)
     assert "command: python -m ops.bench.mentions --docs 4 --rounds 1" in done.stdout
+
+
+@pytest.mark.timeout(300)
+def test_the_hand_written_benchmark_times_each_stage_of_the_trained_path() -> None:
+    corpus = REPO / "ops" / "corpus" / "layouts.jsonl"
+    command = [sys.executable, "-m", "ops.bench.handwritten", "--batch", "8", "--rounds", "1", str(corpus)]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line.split("|")[1:-1] for line in done.stdout.splitlines() if line.startswith("| layouts")]
+    [row] = [[cell.strip() for cell in r] for r in rows]
+    assert row[1] == "40"
+    docs_per_s, prefill, decode, backoff = (float(row[i]) for i in (2, 4, 5, 7))
+    # The model read every document, and the lexicon backed off on this corpus (it does on nearly all).
+    assert docs_per_s > 0 and prefill > 0 and decode > 0 and backoff > 0, row
+    assert f"command: python -m ops.bench.handwritten --batch 8 --rounds 1 {corpus}" in done.stdout
