@@ -6,17 +6,20 @@ import gc
 
 import msgspec
 
-from model.answers.backoff import Backoff, ModelScorer
+from model.answers.backoff import Backoff
 from model.answers.words import load_segmenters
 from model.config import EngineSettings
 from model.engine import Engine, Extractor, prepare
 from model.grammar import host_step
 from model.prepare_pool import PreparePool
 from model.replicas import ReplicaPool, visible_devices
+from model.runner.attention import make_attention, pick_backend
+from model.runner.bloom import Bloom
 from model.runner.fast import FastRunner
 from model.runner.loading import LoadedModel, load_model
 from model.runner.protocol import Runner
 from model.runner.reference import ReferenceRunner
+from model.runner.score import BloomScorer
 from model.values.entities import finder
 from model.windows.engine import WindowedEngine
 from model.windows.split import WindowSettings
@@ -59,8 +62,9 @@ def build_runner(settings: EngineSettings) -> Runner:
 
 
 def lexicon_backoff(loaded: LoadedModel, settings: EngineSettings) -> Backoff:
-    """The backoff scoring with the loaded model itself (its weights are the runner's, not a copy)."""
-    score = ModelScorer(loaded.model, int(loaded.tokenizer.pad_token_id))
+    """The backoff scoring with our module over the loaded model's weights (shared, not copied)."""
+    backend = pick_backend(loaded.device, settings.attention)
+    score = BloomScorer(Bloom.from_transformers(loaded.model), make_attention(backend), heads_first=backend != "flash")
     return Backoff(finder(settings.user_dictionary), score, loaded.tokenizer, settings.max_input_tokens)
 
 

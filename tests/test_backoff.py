@@ -10,13 +10,16 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from model.answers.backoff import Backoff, ModelScorer, _groups
+from model.answers.backoff import Backoff
 from model.answers.candidates import degree_rank, extend_cut_values, in_role, offered, whole_name
 from model.answers.checks import claimed, document_reasons, taken_values, unclaimed_entities
 from model.answers.parties import nameless_parties
 from model.answers.validate import Extraction
 from model.answers.vouch import vouched
 from model.build import build_engine
+from model.runner.attention import make_attention
+from model.runner.bloom import Bloom
+from model.runner.score import BloomScorer, groups
 from model.values.addresses import address_end
 from model.values.cues import in_vocabulary
 from model.values.entities import Entity, EntityFinder, _one_line, english_names, finder, read_user_dictionary
@@ -37,6 +40,11 @@ PROCESSING = (
 def _doc(text: str, field_set: str, doc_id: str = "d"):
     raw = {"doc_id": doc_id, "text": text, "field_set": field_set}
     return decode_document(json.dumps(raw, ensure_ascii=False).encode(), 1 << 20)
+
+
+def _scorer(model, rows: int = 16) -> BloomScorer:
+    """The product's scorer (model/build.py) over the tiny model's weights, on the CPU's backend."""
+    return BloomScorer(Bloom.from_transformers(model), make_attention("eager"), heads_first=True, rows=rows)
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +68,9 @@ def test_scorer_matches_one_forward_per_answer(tiny) -> None:
         (tokenizer("输入: 短\n抽取: 地点\n输出: [GEN]")["input_ids"], tokenizer("地点: 北京市朝阳区")["input_ids"]),
         (tokenizer("输入: 李四\n抽取: 姓名\n输出: [GEN]")["input_ids"], tokenizer("姓名: 李四")["input_ids"]),
     ]
-    assert _groups([context for context, _ in pairs], ModelScorer.MIN_SHARED)[0] == [0, 1, 2, 3]
-    batched = ModelScorer(model, int(tokenizer.pad_token_id), rows=3)(pairs)
+    assert groups([context for context, _ in pairs], BloomScorer.MIN_SHARED)[0] == [0, 1, 2, 3]
+    batched = _scorer(model, rows=3)(pairs)
+    # Each answer read alone by transformers' own forward: an implementation the scorer shares nothing with.
     for (context, answer), score in zip(pairs, batched, strict=True):
         with torch.inference_mode():
             logits = model(input_ids=torch.tensor([context + answer])).logits[0].float()
@@ -83,7 +92,7 @@ def test_a_place_label_answered_none_beside_a_lac_location_is_unclaimed() -> Non
 
 def test_review_record_carries_the_candidates_for_a_none_beside_named_entities(tiny, engine_settings) -> None:
     model, tokenizer = tiny
-    backoff = Backoff(finder(), ModelScorer(model, int(tokenizer.pad_token_id)), tokenizer, 1024)
+    backoff = Backoff(finder(), _scorer(model), tokenizer, 1024)
     doc = _doc("接诊医生李秀英为患者王建国看诊，家属张伟陪同，就诊日期2024年5月6日，医院为北京协和医院。", "medical")
     # The model's record: the hospital and date answered, both persons answered None.
     extraction = Extraction(
@@ -125,7 +134,7 @@ def test_review_record_carries_the_candidates_for_a_none_beside_named_entities(t
 
 def test_no_backoff_where_every_label_is_answered_or_nothing_is_offered(tiny) -> None:
     model, tokenizer = tiny
-    backoff = Backoff(finder(), ModelScorer(model, int(tokenizer.pad_token_id)), tokenizer, 1024)
+    backoff = Backoff(finder(), _scorer(model), tokenizer, 1024)
     doc = _doc("诊断：感冒。", "medical")
     extraction = Extraction(doc_id="d", windows=[TextWindow(start=0, end=len(doc.text))])
     cost = backoff([doc], [extraction])
@@ -180,7 +189,7 @@ def _span(text: str, value: str) -> Span:
 
 def test_a_lone_phone_of_the_labels_type_is_vouched_for_and_goes_to_fields(tiny) -> None:
     model, tokenizer = tiny
-    backoff = Backoff(finder(), ModelScorer(model, int(tokenizer.pad_token_id)), tokenizer, 1024)
+    backoff = Backoff(finder(), _scorer(model), tokenizer, 1024)
     text = "张伟，男，本科毕业于浙江大学，现任职于杭州云栖数智科技有限公司，手机13812345678。"
     doc = _doc(text, "resume")
     answered = {
@@ -203,7 +212,7 @@ def test_a_lone_phone_of_the_labels_type_is_vouched_for_and_goes_to_fields(tiny)
 
 def test_a_backoff_pick_the_check_rejects_goes_to_review(tiny) -> None:
     model, tokenizer = tiny
-    backoff = Backoff(finder(), ModelScorer(model, int(tokenizer.pad_token_id)), tokenizer, 1024)
+    backoff = Backoff(finder(), _scorer(model), tokenizer, 1024)
     # Two phones for one phone label: the model must choose, and its choice is not vouched for.
     text = "张伟，男，现任职于杭州云栖数智科技有限公司，办公电话0571-88881234，手机13812345678。"
     doc = _doc(text, "resume")
@@ -260,7 +269,7 @@ def test_a_place_inside_a_company_name_does_not_claim_the_company() -> None:
 
 def test_a_lone_value_offered_to_two_labels_is_vouched_for_neither(tiny) -> None:
     model, tokenizer = tiny
-    backoff = Backoff(finder(), ModelScorer(model, int(tokenizer.pad_token_id)), tokenizer, 1024)
+    backoff = Backoff(finder(), _scorer(model), tokenizer, 1024)
     text = "员工张伟入职手续已办妥，请致电13812345678确认。"
     raw = {"doc_id": "d", "text": text, "labels": ["本人电话", "紧急联系电话"]}
     raw["field_types"] = {"本人电话": "phone", "紧急联系电话": "phone"}
@@ -350,7 +359,7 @@ def test_candidates_out_of_the_labels_role_are_not_offered_where_others_fit() ->
 
 def test_a_label_answered_only_with_values_not_of_its_type_is_backed_off(tiny) -> None:
     model, tokenizer = tiny
-    backoff = Backoff(finder(), ModelScorer(model, int(tokenizer.pad_token_id)), tokenizer, 1024)
+    backoff = Backoff(finder(), _scorer(model), tokenizer, 1024)
     doc = _doc("个人简历\n姓名：郑晓彤\n毕业院校：华南理工大学\n手机：13812345678", "resume")
     mistyped = ReviewReason(code=ReviewCode.TYPE_MISMATCH, detail="not a person's name", label="姓名", value="简历")
     extraction = Extraction(
@@ -406,7 +415,7 @@ def test_a_pick_of_a_part_of_a_date_or_an_address_takes_the_whole() -> None:
 def test_a_party_answered_against_its_key_line_is_asked_again_offered_that_name(tiny) -> None:
     """mixed-contract-01: the shipped model swapped the parties the key lines name."""
     model, tokenizer = tiny
-    backoff = Backoff(finder(), ModelScorer(model, int(tokenizer.pad_token_id)), tokenizer, 1024)
+    backoff = Backoff(finder(), _scorer(model), tokenizer, 1024)
     text = "软件开发服务协议\n委托方（甲方）：苏州青羽智能科技有限公司\n受托方（乙方）：Kevin 刘，身份证号码见附件"
     doc = _doc(text, "contract")
     extraction = _cut_record(doc, {"甲方": "Kevin 刘", "乙方": "苏州青羽智能科技有限公司"})
@@ -441,7 +450,7 @@ def test_a_place_written_again_as_the_head_of_an_address_is_extended_there() -> 
 def test_values_not_of_their_type_claim_no_candidate(tiny) -> None:
     """mixed-medical-03: 医院名称 answered 海 燕, no organisation, took the doctor 龙 海 燕 from 主治医师."""
     model, tokenizer = tiny
-    backoff = Backoff(finder(), ModelScorer(model, int(tokenizer.pad_token_id)), tokenizer, 1024)
+    backoff = Backoff(finder(), _scorer(model), tokenizer, 1024)
     doc = _doc("患者姓名：尹春华\n诊断：甲状腺结节\n医 生 ：龙 海 燕", "medical")
     extraction = _cut_record(doc, {"患者姓名": "尹春华", "医院名称": "海 燕"})
     extraction.reasons += [

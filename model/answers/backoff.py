@@ -27,7 +27,6 @@ phone, e-mail or date of the label's type from the typed detectors). A vouched p
 
 from __future__ import annotations
 
-import copy
 import math
 import time
 from collections import Counter
@@ -35,8 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import msgspec
-import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase
 
 from model.answers.candidates import (
     extend_cut_values,
@@ -57,9 +55,8 @@ from model.clock import ms_since
 from model.values.entities import EntityFinder
 from schemas.messages import Candidate, Document, ReviewCode, ReviewReason, Span
 
-# Rows per scoring forward.
-SCORE_ROWS = 16
-# (context token ids, answer token ids) -> the answer's summed log-probability, per pair.
+# (context token ids, answer token ids) -> the answer's summed log-probability, per pair
+# (model/runner/score.py).
 Scorer = Callable[[Sequence[tuple[list[int], list[int]]]], list[float]]
 
 
@@ -194,80 +191,3 @@ def _pick(
             value=pick.text,
         )
     )
-
-
-class ModelScorer:
-    """Teacher-forced answer log-probabilities from a causal LM (transformers).
-
-    The backoff's pairs come a document at a time, and a document's one-label prompts differ only
-    after its text: consecutive pairs sharing a prefix of at least `MIN_SHARED` tokens are one group,
-    whose prefix goes through the model once; each row then reads only its own rest (the label, the
-    answer) on a copy of the prefix's cache, right-padded, `rows` at a time.
-    """
-
-    MIN_SHARED = 16
-
-    def __init__(self, model: PreTrainedModel, pad_id: int, rows: int = SCORE_ROWS) -> None:
-        self.model = model
-        self.pad_id = pad_id
-        self.rows = rows
-
-    @torch.inference_mode()
-    def __call__(self, pairs: Sequence[tuple[list[int], list[int]]]) -> list[float]:
-        out = [0.0] * len(pairs)
-        for group in _groups([context for context, _ in pairs], self.MIN_SHARED):
-            contexts = [pairs[i][0] for i in group]
-            # Every row keeps at least one context token: the one whose logits predict its answer's first.
-            shared = min(_common_prefix(contexts), *(len(c) - 1 for c in contexts))
-            cache = None
-            if shared:
-                prefix = torch.tensor([contexts[0][:shared]], device=self.model.device)
-                cache = self.model(input_ids=prefix, use_cache=True).past_key_values
-            for at in range(0, len(group), self.rows):
-                rows = group[at : at + self.rows]
-                self._score_rows(pairs, rows, shared, cache, out)
-        return out
-
-    def _score_rows(self, pairs, rows: list[int], shared: int, cache, out: list[float]) -> None:
-        rests = [pairs[i][0][shared:] + pairs[i][1] for i in rows]
-        width = max(len(r) for r in rests)
-        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), shared + width), dtype=torch.long)
-        mask[:, :shared] = 1
-        for r, rest in enumerate(rests):
-            ids[r, : len(rest)] = torch.tensor(rest)
-            mask[r, shared : shared + len(rest)] = 1
-        past = None
-        if cache is not None:
-            past = copy.deepcopy(cache)
-            past.batch_repeat_interleave(len(rows))
-        device = self.model.device
-        logits = self.model(input_ids=ids.to(device), attention_mask=mask.to(device), past_key_values=past).logits
-        logprobs = torch.log_softmax(logits.float(), dim=-1).cpu()
-        for r, i in enumerate(rows):
-            answer = pairs[i][1]
-            start = len(pairs[i][0]) - shared  # the answer's first token in the row's rest
-            picked = logprobs[r, start - 1 : start - 1 + len(answer)].gather(1, torch.tensor(answer)[:, None])
-            out[i] = float(picked.sum())
-
-
-def _common_prefix(sequences: Sequence[Sequence[int]]) -> int:
-    first = sequences[0]
-    n = min(len(s) for s in sequences)
-    for k in range(n):
-        if any(s[k] != first[k] for s in sequences):
-            return k
-    return n
-
-
-def _groups(contexts: Sequence[Sequence[int]], min_shared: int) -> list[list[int]]:
-    """Runs of consecutive contexts sharing at least `min_shared` leading tokens (or all of one)."""
-    groups: list[list[int]] = []
-    for i, context in enumerate(contexts):
-        if groups:
-            head = contexts[groups[-1][0]]
-            if _common_prefix([head, context]) >= min(min_shared, len(head), len(context)):
-                groups[-1].append(i)
-                continue
-        groups.append([i])
-    return groups
