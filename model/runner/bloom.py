@@ -115,8 +115,8 @@ class Bloom(nn.Module):
 
     def every_logits(self, tokens: torch.Tensor, q_pos: torch.Tensor, attend: Attend, at: torch.Tensor) -> torch.Tensor:
         """Logits [N, V] (fp32) after the new tokens at the flat positions `at` (row * S + step) of
-        [B, S]: what verifying a draft needs. Rows draft different lengths; the LM head, most of a
-        small model's pass over a large vocabulary, runs only where a row has a token."""
+        [B, S]: what scoring an answer needs (model/runner/score.py). The LM head, a large share of a
+        small model's pass over a large vocabulary, runs only at the positions asked for."""
         x = self._hidden(tokens, q_pos, attend)
         return self._head(x.reshape(-1, x.shape[-1])[at])
 
