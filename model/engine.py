@@ -14,6 +14,7 @@ from typing import Protocol, runtime_checkable
 
 from transformers import PreTrainedTokenizerBase
 
+from model.answers.backoff import BackoffCost
 from model.answers.checks import word_edges
 from model.answers.prompt import EncodedDocument, encode_prompts
 from model.answers.retry import revisit
@@ -32,6 +33,8 @@ class BatchResult:
     timings: Timings = field(default_factory=Timings)
     generated_tokens: int = 0
     passes: Passes = field(default_factory=Passes)
+    # The lexicon backoff's share of the batch, where it ran (model/windows/engine.py).
+    backoff: BackoffCost | None = None
 
 
 class Engine(Protocol):

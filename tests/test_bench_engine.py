@@ -75,9 +75,12 @@ def test_the_hand_written_benchmark_times_each_stage_of_the_trained_path() -> No
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=280)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [line.split("|")[1:-1] for line in done.stdout.splitlines() if line.startswith("| layouts")]
-    [row] = [[cell.strip() for cell in r] for r in rows]
-    assert row[1] == "40"
-    docs_per_s, prefill, decode, backoff = (float(row[i]) for i in (2, 4, 5, 7))
+    [stages, backoff] = [[cell.strip() for cell in r] for r in rows]
+    assert stages[1] == "40"
+    docs_per_s, prefill, decode, backed_off, lac, scoring = (float(stages[i]) for i in (2, 4, 5, 7, 8, 9))
     # The model read every document, and the lexicon backed off on this corpus (it does on nearly all).
-    assert docs_per_s > 0 and prefill > 0 and decode > 0 and backoff > 0, row
+    assert docs_per_s > 0 and prefill > 0 and decode > 0 and lac > 0 and scoring > 0, stages
+    assert backed_off == pytest.approx(lac + scoring, abs=0.11)
+    read, of = backoff[1].split(" (")[0].split(" of ")
+    assert of == "40" and 0 < int(read) <= 40 and int(backoff[2]) > 0, backoff
     assert f"command: python -m ops.bench.handwritten --batch 8 --rounds 1 {corpus}" in done.stdout

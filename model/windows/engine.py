@@ -154,10 +154,11 @@ class WindowedEngine:
         total = sum_timings(timings)
         total.tokenize_ms += batch.split_ms
         total.postprocess_ms += ms_since(started)
+        cost = None
         if self.backoff is not None:
             cost = self.backoff(docs, extractions)
             total.backoff_ms += cost.lexicon_ms + cost.score_ms
-        return BatchResult(extractions=extractions, timings=total, generated_tokens=generated, passes=passes)
+        return BatchResult(extractions, total, generated, passes, cost)
 
     def _merge(self, doc: Document, windows: list[Window], parts: list[Extraction]) -> Extraction:
         single = single_value_labels(doc.field_set)

@@ -2,7 +2,8 @@
 reads text nobody generated (the engine benchmark reads generated text with a random model, where
 the lexicon backoff hardly ever runs; here nearly every document needs it).
 
-Per corpus, ms per document by stage (the engine's own `Timings`) and documents per second, the
+Per corpus, ms per document by stage (the engine's own `Timings`, the backoff's split into LAC and
+the model's scoring), the share of documents LAC read, and documents per second, the
 engine built as the worker builds it (`model/build.py`, `--model`, batches of `--batch`), the median
 of `--rounds` timed passes over every corpus, each text's caches emptied before each pass.
 
@@ -15,8 +16,10 @@ import argparse
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+from model.answers.backoff import BackoffCost
 from model.build import build_engine, settle_heap
 from model.clock import sum_timings
 from model.config import EngineSettings
@@ -28,14 +31,24 @@ from schemas.messages import Timings
 STAGES = ("tokenize_ms", "prefill_ms", "decode_ms", "postprocess_ms", "backoff_ms")
 
 
-def timed_pass(engine, docs: list, batch: int) -> tuple[float, Timings]:
-    """Seconds for every document in batches, and the engine's summed timings."""
+@dataclass
+class Pass:
+    seconds: float
+    timings: Timings
+    backoff: BackoffCost
+
+
+def timed_pass(engine, docs: list, batch: int) -> Pass:
+    """Every document in batches: seconds, the engine's summed timings and the backoff's cost."""
     forget_texts()
-    timings = []
+    timings, backoff = [], BackoffCost()
     started = time.perf_counter()
     for start in range(0, len(docs), batch):
-        timings.append(engine.extract(docs[start : start + batch]).timings)
-    return time.perf_counter() - started, sum_timings(timings)
+        result = engine.extract(docs[start : start + batch])
+        timings.append(result.timings)
+        for name, value in vars(result.backoff or BackoffCost()).items():
+            setattr(backoff, name, getattr(backoff, name) + value)
+    return Pass(time.perf_counter() - started, sum_timings(timings), backoff)
 
 
 def main() -> None:
@@ -51,20 +64,29 @@ def main() -> None:
     corpora = {path.stem: read_corpus(path)[0] for path in args.corpora or hand_written_corpora()}
     for docs in corpora.values():
         engine.extract(docs[:2])  # first calls (allocation, LAC's session) fall on no timed pass
-    runs: dict[str, list[tuple[float, Timings]]] = {name: [] for name in corpora}
+    runs: dict[str, list[Pass]] = {name: [] for name in corpora}
     for _ in range(args.rounds):
         for name, docs in corpora.items():
             runs[name].append(timed_pass(engine, docs, args.batch))
     print(f"\nmodel {args.model}, batch {args.batch}, median of {args.rounds} passes; ms per document\n")
-    print("| corpus | documents | docs/s | " + " | ".join(s.removesuffix("_ms") for s in STAGES) + " |")
-    print("| --- | ---: | ---: | " + " | ".join("---:" for _ in STAGES) + " |")
+    print("| corpus | documents | docs/s | " + " | ".join(s.removesuffix("_ms") for s in STAGES) + " | LAC | scoring |")
+    print("| --- | ---: | ---: | " + " | ".join("---:" for _ in STAGES) + " | ---: | ---: |")
+    medians = {name: sorted(passes, key=lambda p: p.seconds)[(len(passes) - 1) // 2] for name, passes in runs.items()}
     for name, docs in corpora.items():
-        seconds, timings = sorted(runs[name], key=lambda run: run[0])[(len(runs[name]) - 1) // 2]
-        cells = [f"{getattr(timings, stage) / len(docs):.1f}" for stage in STAGES]
-        print(f"| {name} | {len(docs)} | {len(docs) / seconds:.2f} | " + " | ".join(cells) + " |")
-    all_seconds = [sum(runs[name][i][0] for name in corpora) for i in range(args.rounds)]
+        run, n = medians[name], len(docs)
+        cells = [f"{getattr(run.timings, stage) / n:.1f}" for stage in STAGES]
+        backoff = [f"{run.backoff.lexicon_ms / n:.1f}", f"{run.backoff.score_ms / n:.1f}"]
+        print(f"| {name} | {n} | {n / run.seconds:.2f} | " + " | ".join(cells + backoff) + " |")
+    all_seconds = [sum(runs[name][i].seconds for name in corpora) for i in range(args.rounds)]
     total = sum(len(docs) for docs in corpora.values())
     print(f"\nevery corpus: {total / statistics.median(all_seconds):.2f} docs/s (median pass)")
+    print("\nThe backoff (LAC: its entities and the cross-checks; scoring: the model choosing among candidates):\n")
+    print("| corpus | documents LAC read | labels backed off | candidates scored |")
+    print("| --- | ---: | ---: | ---: |")
+    for name in corpora:
+        cost = medians[name].backoff
+        share = f"{cost.lexicon_documents} of {cost.documents} ({100 * cost.lexicon_documents / cost.documents:.0f}%)"
+        print(f"| {name} | {share} | {cost.labels} | {cost.candidates} |")
 
 
 if __name__ == "__main__":
