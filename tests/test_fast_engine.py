@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import random
 from concurrent.futures import ThreadPoolExecutor
 
@@ -15,7 +16,8 @@ from model.answers.prompt import encode_prompts
 from model.config import EngineSettings
 from model.engine import Extractor, PreparingEngine
 from model.runner.attention import alibi_slopes, available_backends
-from model.runner.fast import DocPrompts, FastRunner, shared_prefix
+from model.runner.bloom import MIN_GEMM_ROWS
+from model.runner.fast import DocPrompts, FastRunner, prefill_ranges, shared_prefix
 from model.runner.loading import load_model
 from model.runner.protocol import Request
 from ops.demo.samples import sample_documents
@@ -190,6 +192,42 @@ def test_output_does_not_depend_on_batch_mates(peaky_model) -> None:
         together = encoded(batch)
         for doc_id, record in alone.items():
             assert together[doc_id] == record, doc_id
+
+
+def test_prefill_ranges_cost_least_among_every_split() -> None:
+    """Against every way to cut the rows into consecutive calls: the cost `prefill_ranges` minimises,
+    each call its rows times its longest (at least MIN_GEMM_ROWS) plus a call's own cost."""
+    rng = random.Random(5)
+
+    def cost(lengths: list[int], ranges: list[tuple[int, int]], call: int) -> int:
+        return sum((b - a) * max(MIN_GEMM_ROWS, *lengths[a:b]) + call for a, b in ranges)
+
+    for _ in range(200):
+        lengths = sorted(rng.randint(1, 600) for _ in range(rng.randint(1, 9)))
+        call = rng.choice([0, 16, 64, 1024])
+        ranges = prefill_ranges(lengths, call)
+        assert [a for a, _ in ranges] == [0, *(b for _, b in ranges[:-1])] and ranges[-1][1] == len(lengths)
+        every = []
+        for mask in range(1 << (len(lengths) - 1)):
+            cuts = [0, *(i + 1 for i in range(len(lengths) - 1) if mask >> i & 1), len(lengths)]
+            every.append(cost(lengths, list(itertools.pairwise(cuts)), call))
+        assert cost(lengths, ranges, call) == min(every)
+
+
+def test_prefilling_in_one_call_or_one_per_row_changes_no_output(peaky_model) -> None:
+    """Exact on CPU fp32: a group's rows prefilled together, padded to the longest, or each alone."""
+    loaded, settings = peaky_model
+    docs = many_labels_documents(12, seed=30)
+
+    def records(call_tokens: int) -> tuple[list[bytes], int]:
+        runner = FastRunner(loaded, settings)
+        runner.call_tokens = call_tokens
+        result = Extractor(runner).extract(docs)
+        return [msgspec.json.encode(dataclasses.asdict(e)) for e in result.extractions], result.passes.forward
+
+    (each_alone, forwards_alone), (together, forwards_together) = records(0), records(1 << 30)
+    assert forwards_alone > forwards_together  # the rows were prefilled apart
+    assert each_alone == together
 
 
 def test_preparing_the_next_batch_while_one_runs_changes_no_output(peaky_model) -> None:

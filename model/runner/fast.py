@@ -30,6 +30,8 @@ from schemas.messages import ModelInfo
 LENGTH_BUCKET = 64
 # A shared prefix shorter than this is not worth a separate prefill and a cache copy.
 MIN_SHARED_PREFIX = 8
+# What one more prefill call costs, in tokens prefilled (see `prefill_ranges`), on the CPU.
+PREFILL_CALL_TOKENS = 64
 
 
 @dataclass
@@ -56,6 +58,30 @@ def shared_prefix(prompts: Sequence[Sequence[int]]) -> int:
     while length < limit and all(p[length] == prompts[0][length] for p in prompts):
         length += 1
     return length if length >= MIN_SHARED_PREFIX else 0
+
+
+def prefill_ranges(lengths: Sequence[int], call_tokens: int) -> list[tuple[int, int]]:
+    """Consecutive ranges of rows, one prefill call each, whose padded cost is least: a call pads its
+    rows to its longest, and costs `call_tokens` tokens' worth more (its fixed work). A group's
+    documents come shortest first (`FastRunner.plan`), yet one call for all of them computed 38-43%
+    padding on the hand-written corpora with the demo model (ops/BENCHMARKS.md). A row's numbers do
+    not depend on its call's other rows (tests/test_fast_engine.py), so any split gives the same output."""
+    n = len(lengths)
+    cost = [0] + [0] * n  # cost[j]: least cost of rows [0, j)
+    cut = [0] * (n + 1)
+    for j in range(1, n + 1):
+        longest, best = 0, None
+        for i in range(j - 1, -1, -1):
+            longest = max(longest, lengths[i], MIN_GEMM_ROWS)
+            total = cost[i] + (j - i) * longest + call_tokens
+            if best is None or total < best:
+                best, cut[j] = total, i
+        cost[j] = best
+    ranges, j = [], n
+    while j > 0:
+        ranges.append((cut[j], j))
+        j = cut[j]
+    return ranges[::-1]
 
 
 def bucket(n: int, step: int) -> int:
@@ -106,6 +132,10 @@ class FastRunner:
             # Mask and signals in a few fused kernels, one graph for any number of rows.
             self.signals = torch.compile(signal_tensors, dynamic=True)
         self.decode_step = step
+        # A prefill call's fixed work, in tokens' worth: on the CPU a forward's own cost is about 40
+        # tokens' of the demo model's; on an accelerator the launches of a large model's forward are
+        # worth a thousand tokens or so (estimated, not measured), so it splits only a wide spread.
+        self.call_tokens = PREFILL_CALL_TOKENS if self.device.type == "cpu" else 16 * PREFILL_CALL_TOKENS
         # Per pool ("rows" for prompts, "prefix" for shared prefixes): full-length buffers per batch
         # bucket, and the (batch, length) views handed to the model.
         self._buffers: dict[tuple[str, int], nn.ModuleList] = {}
@@ -192,7 +222,14 @@ class FastRunner:
         caches = self.caches("rows", n_rows, bucket(longest + max_new_tokens + 1, LENGTH_BUCKET))
         self._copy_shared_prefixes(docs, rows, caches)
         split = sum(len(d.prompts) for d in docs if not d.shared)
-        logits = [self._prefill_rows(caches, rows, lo, hi) for lo, hi in ((0, split), (split, len(rows))) if hi > lo]
+        lengths = [len(p) - d.shared for d, p in rows]
+        ranges = [
+            (lo + a, lo + b)
+            for lo, hi in ((0, split), (split, len(rows)))
+            if hi > lo
+            for a, b in prefill_ranges(lengths[lo:hi], self.call_tokens)
+        ]
+        logits = [self._prefill_rows(caches, rows, lo, hi) for lo, hi in ranges]
         # Rows that only pad the batch to its compiled shape start from any finite logits.
         logits.append(torch.zeros(n_rows - len(rows), self.model.shape.vocab_size, device=self.device))
         self.model.caches = caches
