@@ -6,6 +6,7 @@ import dataclasses
 import itertools
 import random
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -21,11 +22,13 @@ from model.runner.fast import DocPrompts, FastRunner, prefill_ranges, shared_pre
 from model.runner.loading import load_model
 from model.runner.protocol import Request
 from ops.demo.samples import sample_documents
+from ops.eval.accuracy import read_corpus
 from ops.train.tiny import build_tiny_bloom
 from schemas.decode import decode_document
 from schemas.messages import Document
 
 NEW_TOKENS = 12
+REPO = Path(__file__).resolve().parents[1]
 LOGIT_TOLERANCE = 1e-4
 
 
@@ -228,6 +231,33 @@ def test_prefilling_in_one_call_or_one_per_row_changes_no_output(peaky_model) ->
     (each_alone, forwards_alone), (together, forwards_together) = records(0), records(1 << 30)
     assert forwards_alone > forwards_together  # the rows were prefilled apart
     assert each_alone == together
+
+
+def test_stepping_only_the_rows_still_going_changes_no_output() -> None:
+    """Exact on CPU fp32: a batch whose ended rows move out of the model's step (`FastRunner._shrink`)
+    gives the records of one that steps every row to the end. The shipped demo model on hand-written
+    text: its rows end tens of steps apart (a random model's run to the limit together)."""
+    settings = EngineSettings(path=str(REPO / "model" / "demo"))
+    loaded = load_model(settings)
+    docs = read_corpus(REPO / "ops" / "corpus" / "layouts.jsonl")[0][:16]
+
+    def records(shrinking: bool) -> tuple[list[bytes], int]:
+        runner = FastRunner(loaded, settings)
+        shrunk = 0
+
+        def shrink(going: torch.Tensor, ended: torch.Tensor) -> torch.Tensor | None:
+            nonlocal shrunk
+            kept = FastRunner._shrink(runner, going, ended) if shrinking else None
+            shrunk += kept is not None
+            return kept
+
+        runner._shrink = shrink
+        result = Extractor(runner).extract(docs)
+        return [msgspec.json.encode(dataclasses.asdict(e)) for e in result.extractions], shrunk
+
+    (shrinking, times), (stepping_all, never) = records(True), records(False)
+    assert times > 0 and never == 0
+    assert shrinking == stepping_all
 
 
 def test_preparing_the_next_batch_while_one_runs_changes_no_output(peaky_model) -> None:

@@ -25,6 +25,9 @@ from model.signals import SignalTensors, StepSignals, signal_tensors
 
 DecodeStep = Callable[[Bloom, torch.Tensor, torch.Tensor], torch.Tensor]
 Signals = Callable[[torch.Tensor, torch.Tensor | None, int], SignalTensors]
+# (rows still going, rows ended: indices into the model's cache rows) -> the rows the model steps from
+# now on, in their new cache order, their KV moved there; or None where it keeps stepping them all.
+Shrink = Callable[[torch.Tensor, torch.Tensor], torch.Tensor | None]
 
 
 @dataclass
@@ -42,6 +45,8 @@ class Decoding:
     grammar: Grammar | None = None
     # [V] bool: the tokens that end a value, where a value-only row ends (model/runner/protocol.py).
     breaking: torch.Tensor | None = None
+    # Where given, rows that ended stop costing the model's step once a smaller cache holds the rest.
+    shrink: Shrink | None = None
 
 
 def prefill(
@@ -106,6 +111,11 @@ def decode_n_tokens(
     `value_only` [B] ends at its first token of `decoding.breaking` too. `observe`, if
     given, sees each step's full logits (equivalence tests compare them with transformers'), before
     the grammar, if any, masks them.
+
+    At each check, `decoding.shrink` may move the rows still going to a smaller cache: the model then
+    steps only those (and what pads them to a batch), and the rows that ended keep their last logits,
+    whose tokens the collection cuts. A row's numbers do not depend on its batch mates, so its tokens
+    and signals are the same (tests/test_fast_engine.py).
     """
     started = time.perf_counter()
     grammar = decoding.grammar
@@ -114,6 +124,7 @@ def decode_n_tokens(
     buffers: list[torch.Tensor] = []
     taken = decoding.max_new_tokens
     check_every = 1 if logits.device.type == "cpu" else END_CHECK_STEPS
+    stepping: torch.Tensor | None = None  # the batch's rows the model steps, where not all of them
     for i in range(decoding.max_new_tokens):
         if observe is not None:
             observe(logits)
@@ -131,11 +142,26 @@ def decode_n_tokens(
         ended |= chosen == decoding.eos_id
         if value_only is not None and decoding.breaking is not None:
             ended |= value_only & decoding.breaking[chosen]
-        if (i + 1) % check_every == 0 and bool(ended.all()):
-            taken = i + 1
-            break
+        if (i + 1) % check_every == 0:
+            if bool(ended.all()):
+                taken = i + 1
+                break
+            if decoding.shrink is not None and observe is None:
+                stepping = _shrunk(decoding.shrink, ended, stepping)
         if i < decoding.max_new_tokens - 1:
-            logits = decoding.step(decoding.model, chosen, pos + i)
+            if stepping is None:
+                logits = decoding.step(decoding.model, chosen, pos + i)
+            else:
+                stepped = decoding.step(decoding.model, chosen[stepping], pos[stepping] + i)
+                logits = logits.index_copy(0, stepping, stepped)
     host = [b[:taken].cpu() for b in buffers]
     steps = [StepSignals(*(h[i] for h in host[:5]), forced=host[5][i] if len(host) > 5 else None) for i in range(taken)]
     return Decoded(steps, taken - 1, time.perf_counter() - started)
+
+
+def _shrunk(shrink: Shrink, ended: torch.Tensor, stepping: torch.Tensor | None) -> torch.Tensor | None:
+    """The batch's rows the model steps after `shrink` was offered the ended ones to drop."""
+    rows = torch.arange(len(ended), device=ended.device) if stepping is None else stepping
+    done = ended[rows]
+    kept = shrink(torch.nonzero(~done)[:, 0], torch.nonzero(done)[:, 0])
+    return stepping if kept is None else rows[kept]
