@@ -1,5 +1,7 @@
 """The fast runner: our BLOOM modules, static KV caches per (batch, length) bucket, a compiled
-decode step, and each document's shared prompt prefix computed once for all its label chunks.
+decode step, and each document's shared prompt prefix computed once for all its label chunks. A
+group's rows are prefilled in the calls that pad least, and leave the decode step's batch once they
+end (moved to a smaller bucket's caches).
 
 It returns the same `Generation`s as the reference runner (tests hold it to that, token for token).
 """
