@@ -15,7 +15,7 @@ from model.prepare_pool import PreparePool
 from model.replicas import ReplicaPool, visible_devices
 from model.runner.attention import make_attention, pick_backend
 from model.runner.bloom import Bloom
-from model.runner.fast import FastRunner
+from model.runner.fast import FastRunner, prefill_call_tokens
 from model.runner.loading import LoadedModel, load_model
 from model.runner.protocol import Runner
 from model.runner.reference import ReferenceRunner
@@ -64,7 +64,9 @@ def build_runner(settings: EngineSettings) -> Runner:
 def lexicon_backoff(loaded: LoadedModel, settings: EngineSettings) -> Backoff:
     """The backoff scoring with our module over the loaded model's weights (shared, not copied)."""
     backend = pick_backend(loaded.device, settings.attention)
-    score = BloomScorer(Bloom.from_transformers(loaded.model), make_attention(backend), heads_first=backend != "flash")
+    module = Bloom.from_transformers(loaded.model)
+    call_tokens = prefill_call_tokens(loaded.device)
+    score = BloomScorer(module, make_attention(backend), heads_first=backend != "flash", call_tokens=call_tokens)
     return Backoff(finder(settings.user_dictionary), score, loaded.tokenizer, settings.max_input_tokens)
 
 

@@ -69,7 +69,10 @@ def test_scorer_matches_one_forward_per_answer(tiny) -> None:
         (tokenizer("输入: 李四\n抽取: 姓名\n输出: [GEN]")["input_ids"], tokenizer("姓名: 李四")["input_ids"]),
     ]
     assert groups([context for context, _ in pairs], BloomScorer.MIN_SHARED)[0] == [0, 1, 2, 3]
-    batched = _scorer(model, rows=3)(pairs)
+    scorer = _scorer(model, rows=3)
+    batched = scorer(pairs)
+    # Whatever else is scored beside it, in whichever call: the same score, to the bit.
+    assert [scorer([pair])[0] for pair in pairs] == batched
     # Each answer read alone by transformers' own forward: an implementation the scorer shares nothing with.
     for (context, answer), score in zip(pairs, batched, strict=True):
         with torch.inference_mode():

@@ -86,6 +86,13 @@ def prefill_ranges(lengths: Sequence[int], call_tokens: int) -> list[tuple[int, 
     return ranges[::-1]
 
 
+def prefill_call_tokens(device: torch.device) -> int:
+    """A prefill call's fixed work, in tokens' worth (`prefill_ranges`): on the CPU a forward's own
+    cost is about 40 tokens' of the demo model's; on an accelerator the launches of a large model's
+    forward are worth a thousand tokens or so (estimated, not measured): it splits only a wide spread."""
+    return PREFILL_CALL_TOKENS if device.type == "cpu" else 16 * PREFILL_CALL_TOKENS
+
+
 def bucket(n: int, step: int) -> int:
     return max(step, -(-n // step) * step)
 
@@ -134,10 +141,7 @@ class FastRunner:
             # Mask and signals in a few fused kernels, one graph for any number of rows.
             self.signals = torch.compile(signal_tensors, dynamic=True)
         self.decode_step = step
-        # A prefill call's fixed work, in tokens' worth: on the CPU a forward's own cost is about 40
-        # tokens' of the demo model's; on an accelerator the launches of a large model's forward are
-        # worth a thousand tokens or so (estimated, not measured), so it splits only a wide spread.
-        self.call_tokens = PREFILL_CALL_TOKENS if self.device.type == "cpu" else 16 * PREFILL_CALL_TOKENS
+        self.call_tokens = prefill_call_tokens(self.device)
         # Per pool ("rows" for prompts, "prefix" for shared prefixes): full-length buffers per batch
         # bucket, and the (batch, length) views handed to the model.
         self._buffers: dict[tuple[str, int], nn.ModuleList] = {}

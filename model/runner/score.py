@@ -14,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+from torch import nn
 
 from model.runner.attention import Attend
-from model.runner.bloom import Bloom
-from model.runner.fast import LENGTH_BUCKET, bucket
+from model.runner.bloom import MIN_GEMM_ROWS, Bloom
+from model.runner.fast import LENGTH_BUCKET, bucket, prefill_ranges
 from model.runner.generate import prefill
 
 # Rows per scoring forward.
@@ -29,66 +30,100 @@ class BloomScorer:
 
     MIN_SHARED = 16
 
-    def __init__(self, model: Bloom, attend: Attend, heads_first: bool, rows: int = SCORE_ROWS) -> None:
+    def __init__(
+        self, model: Bloom, attend: Attend, heads_first: bool, rows: int = SCORE_ROWS, call_tokens: int = 0
+    ) -> None:
+        """`call_tokens`: a prefill call's fixed cost in tokens' worth (`prefill_ranges`), as the runner's."""
         self.model = model
         self.attend = attend
         self.heads_first = heads_first
         self.rows = rows
+        self.call_tokens = call_tokens
 
     @torch.inference_mode()
     def __call__(self, pairs: Sequence[tuple[list[int], list[int]]]) -> list[float]:
         out = [0.0] * len(pairs)
+        found = groups([context for context, _ in pairs], self.MIN_SHARED)
+        # Every row keeps at least one context token: the one whose logits predict its answer's first.
+        shared = [min(common_prefix([pairs[i][0] for i in g]), *(len(pairs[i][0]) - 1 for i in g)) for g in found]
         # The module's caches as they were (empty, as model/build.py builds it): scoring's own are
         # freed once the call returns, not held until the next.
         before = self.model.caches
         try:
-            for group in groups([context for context, _ in pairs], self.MIN_SHARED):
-                self._score_group(pairs, group, out)
+            # `rows` documents' prefixes at a time, their pairs `rows` at a time: a few batched
+            # forwards for a batch's candidates, where one forward per document and per chunk of its
+            # candidates made a batch's scoring as many small calls as documents backed off.
+            # Documents of similar length together: a call pads to, and its rows read as far as, its longest.
+            by_length = sorted(range(len(found)), key=lambda g: shared[g])
+            for at in range(0, len(found), self.rows):
+                batch = by_length[at : at + self.rows]
+                prefixes, row_of = self._prefill_prefixes(pairs, [found[g] for g in batch], [shared[g] for g in batch])
+                rows = [(row_of[b], i) for b, g in enumerate(batch) for i in found[g]]
+                reach = [shared[g] for g in batch for _ in found[g]]
+                for start in range(0, len(rows), self.rows):
+                    end = start + self.rows
+                    self._score_rows(pairs, rows[start:end], reach[start:end], prefixes, out)
         finally:
             self.model.caches = before
         return out
 
-    def _score_group(self, pairs, group: list[int], out: list[float]) -> None:
+    def _prefill_prefixes(self, pairs, found: list[list[int]], shared: list[int]) -> tuple[nn.ModuleList, list[int]]:
+        """Caches holding each group's shared prefix, shortest first, and each group's row in them
+        (a group whose prefix is empty, a one-token context, reads another's row and writes over it)."""
         device = self.model.word_embeddings.weight.device
-        contexts = [pairs[i][0] for i in group]
-        # Every row keeps at least one context token: the one whose logits predict its answer's first.
-        shared = min(common_prefix(contexts), *(len(c) - 1 for c in contexts))
-        width = max(len(pairs[i][0]) - shared + len(pairs[i][1]) for i in group)
-        # Room for the prefix, the longest rest and the trash slot padding tokens write to.
-        length = bucket(shared + width + 1, LENGTH_BUCKET)
-        prefix = None
-        if shared:
-            prefix = self.model.caches = self.model.new_caches(1, length, heads_first=self.heads_first)
-            tokens = torch.tensor([contexts[0][:shared]], device=device)
-            start = torch.zeros(1, dtype=torch.long, device=device)
-            prefill(self.model, self.attend, tokens, start, torch.tensor([shared], device=device))
-        for at in range(0, len(group), self.rows):
-            rows = group[at : at + self.rows]
-            self.model.caches = self.model.new_caches(len(rows), length, heads_first=self.heads_first)
-            if prefix is not None:
-                for cache, source in zip(self.model.caches, prefix, strict=True):
-                    cache.k[:, :shared] = source.k[:, :shared]
-                    cache.v[:, :shared] = source.v[:, :shared]
-            self._score_rows(pairs, rows, shared, length, out)
+        order = sorted(range(len(found)), key=lambda b: shared[b])
+        row_of = [0] * len(found)
+        for r, b in enumerate(order):
+            row_of[b] = r
+        caches = self.model.new_caches(len(found), bucket(max(shared) + 1, LENGTH_BUCKET), heads_first=self.heads_first)
+        lengths = [shared[b] for b in order]
+        for lo, hi in prefill_ranges(lengths, self.call_tokens):
+            if not lengths[hi - 1]:
+                continue
+            tokens = torch.zeros((hi - lo, max(MIN_GEMM_ROWS, lengths[hi - 1])), dtype=torch.long)
+            for r, b in enumerate(order[lo:hi]):
+                tokens[r, : shared[b]] = torch.tensor(pairs[found[b][0]][0][: shared[b]])
+            self.model.caches = nn.ModuleList(c.view(hi - lo, c.k.shape[1], start=lo) for c in caches)
+            prefill(
+                self.model,
+                self.attend,
+                tokens.to(device),
+                torch.zeros(hi - lo, dtype=torch.long, device=device),
+                torch.tensor(lengths[lo:hi], device=device),
+            )
+        return caches, row_of
 
-    def _score_rows(self, pairs, rows: list[int], shared: int, length: int, out: list[float]) -> None:
-        """The rows' rests (label, answer) read on caches holding their shared prefix."""
+    def _score_rows(
+        self, pairs, rows: list[tuple[int, int]], shared: list[int], prefixes: nn.ModuleList, out: list[float]
+    ) -> None:
+        """The rows' rests (label, answer), each read on a copy of its prefix (`rows`: (its row in
+        `prefixes`, its pair))."""
         device = self.model.word_embeddings.weight.device
-        rests = [pairs[i][0][shared:] + pairs[i][1] for i in rows]
-        width = max(len(r) for r in rests)
+        rests = [pairs[i][0][s:] + pairs[i][1] for (_, i), s in zip(rows, shared, strict=True)]
+        # At least MIN_GEMM_ROWS columns, as the runner's prefill: a row's numbers then do not depend
+        # on how many rows share the call (model/runner/bloom.py).
+        width = max(MIN_GEMM_ROWS, *(len(r) for r in rests))
+        # Room for the longest prefix and rest, and the trash slot padding tokens write to.
+        length = bucket(max(s + len(r) for s, r in zip(shared, rests, strict=True)) + 1, LENGTH_BUCKET)
+        self.model.caches = self.model.new_caches(len(rows), length, heads_first=self.heads_first)
+        reach = max(shared)
+        source = torch.tensor([b for b, _ in rows], device=device)
+        for cache, prefix in zip(self.model.caches, prefixes, strict=True):
+            cache.k[:, :reach] = prefix.k[source, :reach]
+            cache.v[:, :reach] = prefix.v[source, :reach]
         ids = torch.zeros((len(rows), width), dtype=torch.long)
         for r, rest in enumerate(rests):
             ids[r, : len(rest)] = torch.tensor(rest)
         steps = torch.arange(width)
         lengths = torch.tensor([len(r) for r in rests])
         # Padding tokens write to the last slot, which no real query reaches (as in `prefill`).
-        q_pos = (shared + steps[None, :]).masked_fill(steps[None, :] >= lengths[:, None], length - 1)
+        q_pos = (torch.tensor(shared)[:, None] + steps).masked_fill(steps >= lengths[:, None], length - 1)
         # The flat positions (row * width + step) whose logits predict each row's answer tokens.
         wanted: list[int] = []
         answers: list[int] = []
-        for r, i in enumerate(rows):
+        for r, ((_, i), s) in enumerate(zip(rows, shared, strict=True)):
             context, answer = pairs[i]
-            first = len(context) - shared - 1
+            first = len(context) - s - 1
             wanted += [r * width + first + k for k in range(len(answer))]
             answers += answer
         at = torch.tensor(wanted, device=device)
@@ -96,7 +131,7 @@ class BloomScorer:
         picked = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(answers, device=device)[:, None])
         sums = picked.cpu()[:, 0].tolist()
         cursor = 0
-        for i in rows:
+        for _, i in rows:
             n = len(pairs[i][1])
             out[i] = sum(sums[cursor : cursor + n])
             cursor += n
