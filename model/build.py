@@ -16,7 +16,6 @@ from model.replicas import ReplicaPool, visible_devices
 from model.runner.attention import make_attention, pick_backend
 from model.runner.bloom import Bloom
 from model.runner.fast import FastRunner, prefill_call_tokens
-from model.runner.kept import KeptPrompts
 from model.runner.loading import LoadedModel, load_model
 from model.runner.protocol import Runner
 from model.runner.reference import ReferenceRunner
@@ -39,12 +38,7 @@ def build_engine(settings: EngineSettings, windows: WindowSettings | None = None
     engines = [Extractor(runner, prepare_with) for runner in runners]
     engine = engines[0] if len(engines) == 1 else ReplicaPool(engines)
     tokenizer = engines[0].runner.tokenizer
-    kept = None
-    # The scorer runs on the first replica's device: that runner keeps its prompts' KV for it.
-    keeping = settings.backoff and settings.kept_prompt_tokens and settings.quantize == "none"
-    if keeping and isinstance(runners[0], FastRunner):
-        kept = runners[0].kept = KeptPrompts(settings.kept_prompt_tokens)
-    backoff = lexicon_backoff(loaded[0], settings, kept) if settings.backoff else None
+    backoff = lexicon_backoff(loaded[0], settings) if settings.backoff else None
     built = WindowedEngine(engine, tokenizer, settings, windows or WindowSettings(), backoff)
     load_segmenters()  # jieba's dictionaries now, not in the first batch
     host_step.load()  # and the grammar's compiled step
@@ -67,15 +61,12 @@ def build_runner(settings: EngineSettings) -> Runner:
     return _runner(load_model(settings), settings)
 
 
-def lexicon_backoff(loaded: LoadedModel, settings: EngineSettings, kept: KeptPrompts | None = None) -> Backoff:
-    """The backoff scoring with our module over the loaded model's weights (shared, not copied),
-    copying prompt prefixes from `kept` where the runner left them there."""
+def lexicon_backoff(loaded: LoadedModel, settings: EngineSettings) -> Backoff:
+    """The backoff scoring with our module over the loaded model's weights (shared, not copied)."""
     backend = pick_backend(loaded.device, settings.attention)
     module = Bloom.from_transformers(loaded.model)
     call_tokens = prefill_call_tokens(loaded.device)
-    score = BloomScorer(
-        module, make_attention(backend), heads_first=backend != "flash", call_tokens=call_tokens, kept=kept
-    )
+    score = BloomScorer(module, make_attention(backend), heads_first=backend != "flash", call_tokens=call_tokens)
     return Backoff(finder(settings.user_dictionary), score, loaded.tokenizer, settings.max_input_tokens)
 
 

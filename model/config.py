@@ -50,10 +50,6 @@ class EngineSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # LAC's user dictionary (model/values/entities.py), e.g. an enterprise's own company names: a UTF-8
     # file, one `word TAG` a line (TAG: PER, LOC, ORG or TIME; a bare word is an ORG). None: LAC alone.
     user_dictionary: str | None = None
-    # Prompt tokens whose KV the fast runner keeps for the backoff's scoring, which then prefills only
-    # what its one-label prompt does not share with them (model/runner/kept.py); 0: none kept. About
-    # 98 KB a token for SeqGPT-560M in BF16; not with `quantize` (the scorer's weights are unquantized).
-    kept_prompt_tokens: Annotated[int, msgspec.Meta(ge=0)] = 16384
 
 
 def decode_settings(settings: EngineSettings) -> DecodeSettings:

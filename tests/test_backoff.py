@@ -14,17 +14,11 @@ from model.answers.backoff import Backoff
 from model.answers.candidates import degree_rank, extend_cut_values, in_role, offered, whole_name
 from model.answers.checks import claimed, document_reasons, taken_values, unclaimed_entities
 from model.answers.parties import nameless_parties
-from model.answers.prompt import encode_prompts
 from model.answers.validate import Extraction
 from model.answers.vouch import vouched
 from model.build import build_engine
 from model.runner.attention import make_attention
 from model.runner.bloom import Bloom
-from model.runner.fast import FastRunner
-from model.runner.kept import KeptPrompts
-from model.runner.kv_cache import KVCache
-from model.runner.loading import load_model
-from model.runner.protocol import Request
 from model.runner.score import BloomScorer, groups
 from model.values.addresses import address_end
 from model.values.cues import in_vocabulary
@@ -86,40 +80,6 @@ def test_scorer_matches_one_forward_per_answer(tiny) -> None:
         logprobs = torch.log_softmax(logits, -1)
         alone = sum(float(logprobs[len(context) + k - 1, t]) for k, t in enumerate(answer))
         assert score == pytest.approx(alone, abs=1e-3)
-
-
-def test_scoring_copies_what_the_runner_kept_of_a_prompt_and_scores_the_same(engine_settings) -> None:
-    """The runner keeps the KV of the prompts it decodes; the scorer copies the text line a one-label
-    prompt shares with one of them instead of prefilling it, to the same bits."""
-    loaded = load_model(engine_settings)
-    runner = FastRunner(loaded, engine_settings)
-    runner.kept = KeptPrompts(1 << 14)
-    doc = _doc("接诊医生李秀英为患者王建国看诊，家属张伟陪同，就诊日期2024年5月6日，医院为北京协和医院。", "medical")
-    tokenizer = loaded.tokenizer
-    runner.generate([Request(p) for p in encode_prompts(tokenizer, doc, 6, 1024).prompts])
-    pairs = []
-    for label, value in (("患者姓名", "王建国"), ("患者姓名", "张伟"), ("主治医师", "李秀英")):
-        context = encode_prompts(tokenizer, msgspec.structs.replace(doc, labels=[label]), 1, 1024).prompts[0]
-        pairs.append((context, tokenizer(f"{label}: {value}", add_special_tokens=False)["input_ids"]))
-    shared, _ = runner.kept.longest(pairs[0][0])
-    assert shared >= len(tokenizer(f"输入: {doc.text}")["input_ids"]) - 1  # the whole text line, at least
-    module = Bloom.from_transformers(loaded.model)
-    copying = BloomScorer(module, make_attention("eager"), heads_first=True, kept=runner.kept)(pairs)
-    prefilling = BloomScorer(module, make_attention("eager"), heads_first=True)(pairs)
-    assert copying == prefilling
-
-
-def test_kept_prompts_drop_the_oldest_beyond_their_budget_and_find_the_longest_shared() -> None:
-    layer = torch.arange(2 * 40 * 2 * 3, dtype=torch.float32).reshape(2, 40, 2, 3)
-    caches = torch.nn.ModuleList([KVCache(layer, layer + 1)])
-    kept = KeptPrompts(budget=50)
-    first, second = list(range(30)), list(range(20)) + [99] * 10
-    kept.keep([first, second], caches)
-    assert kept.tokens == 30  # 60 tokens are past the budget: the older prompt went
-    assert kept.longest([*first, 7])[0] == 20  # only the second prompt is left, sharing 20 tokens
-    n, kv = kept.longest([*second, 1, 2])
-    assert n == 30 and torch.equal(kv[0][0], layer[1, :30]) and torch.equal(kv[0][1], layer[1, :30] + 1)
-    assert kept.longest([5] * 30) == (0, None)
 
 
 def test_a_place_label_answered_none_beside_a_lac_location_is_unclaimed() -> None:

@@ -23,7 +23,6 @@ from model.grammar.constrainer import new_constrainer
 from model.runner.attention import make_attention, pick_backend
 from model.runner.bloom import MIN_GEMM_ROWS, Bloom
 from model.runner.generate import Decoding, decode_n_tokens, make_decode_one_token, prefill
-from model.runner.kept import KeptPrompts
 from model.runner.loading import LoadedModel
 from model.runner.protocol import Generated, Passes, Request
 from model.runner.quantize import check_quantize, quantize_linears
@@ -143,8 +142,6 @@ class FastRunner:
             self.signals = torch.compile(signal_tensors, dynamic=True)
         self.decode_step = step
         self.call_tokens = prefill_call_tokens(self.device)
-        # Where the backoff scores on this runner's device: every prompt's KV, kept for it (model/build.py).
-        self.kept: KeptPrompts | None = None
         # Per pool ("rows" for prompts, "prefix" for shared prefixes): full-length buffers per batch
         # bucket, and the (batch, length) views handed to the model.
         self._buffers: dict[tuple[str, int], nn.ModuleList] = {}
@@ -239,8 +236,6 @@ class FastRunner:
             for a, b in prefill_ranges(lengths[lo:hi], self.call_tokens)
         ]
         logits = [self._prefill_rows(caches, rows, lo, hi) for lo, hi in ranges]
-        if self.kept is not None:
-            self.kept.keep([r.prompt for d in docs for r in d.requests], caches)
         # Rows that only pad the batch to its compiled shape start from any finite logits.
         logits.append(torch.zeros(n_rows - len(rows), self.model.shape.vocab_size, device=self.device))
         self.model.caches = caches

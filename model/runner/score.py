@@ -20,7 +20,6 @@ from model.runner.attention import Attend
 from model.runner.bloom import MIN_GEMM_ROWS, Bloom
 from model.runner.fast import LENGTH_BUCKET, bucket, prefill_ranges
 from model.runner.generate import prefill
-from model.runner.kept import KeptPrompts, common_prefix
 
 # Rows per scoring forward.
 SCORE_ROWS = 16
@@ -32,22 +31,14 @@ class BloomScorer:
     MIN_SHARED = 16
 
     def __init__(
-        self,
-        model: Bloom,
-        attend: Attend,
-        heads_first: bool,
-        rows: int = SCORE_ROWS,
-        call_tokens: int = 0,
-        kept: KeptPrompts | None = None,
+        self, model: Bloom, attend: Attend, heads_first: bool, rows: int = SCORE_ROWS, call_tokens: int = 0
     ) -> None:
-        """`call_tokens`: a prefill call's fixed cost in tokens' worth (`prefill_ranges`), as the runner's;
-        `kept`: the prompts the runner prefilled, whose KV a prefix is copied from where it is there."""
+        """`call_tokens`: a prefill call's fixed cost in tokens' worth (`prefill_ranges`), as the runner's."""
         self.model = model
         self.attend = attend
         self.heads_first = heads_first
         self.rows = rows
         self.call_tokens = call_tokens
-        self.kept = kept
 
     @torch.inference_mode()
     def __call__(self, pairs: Sequence[tuple[list[int], list[int]]]) -> list[float]:
@@ -77,36 +68,29 @@ class BloomScorer:
         return out
 
     def _prefill_prefixes(self, pairs, found: list[list[int]], shared: list[int]) -> tuple[nn.ModuleList, list[int]]:
-        """Caches holding each group's shared prefix, and each group's row in them (a group whose
-        prefix is empty, a one-token context, reads another's row and writes over it). What the
-        runner kept of a prefix is copied; only the rest is prefilled, the shortest rests together."""
+        """Caches holding each group's shared prefix, shortest first, and each group's row in them
+        (a group whose prefix is empty, a one-token context, reads another's row and writes over it)."""
         device = self.model.word_embeddings.weight.device
-        copied, stored = [0] * len(found), [None] * len(found)
-        for b, group in enumerate(found):
-            if self.kept is not None and shared[b]:
-                n, stored[b] = self.kept.longest(pairs[group[0]][0])
-                copied[b] = min(n, shared[b])
-        # The shortest rests together, each call's rows consecutive.
-        order = sorted(range(len(found)), key=lambda b: shared[b] - copied[b])
+        order = sorted(range(len(found)), key=lambda b: shared[b])
         row_of = [0] * len(found)
         for r, b in enumerate(order):
             row_of[b] = r
         caches = self.model.new_caches(len(found), bucket(max(shared) + 1, LENGTH_BUCKET), heads_first=self.heads_first)
-        for b, kv in enumerate(stored):
-            if kv is not None and copied[b]:
-                for cache, (k, v) in zip(caches, kv, strict=True):
-                    cache.k[row_of[b], : copied[b]] = k[: copied[b]]
-                    cache.v[row_of[b], : copied[b]] = v[: copied[b]]
-        rests = [shared[b] - copied[b] for b in order]
-        for lo, hi in prefill_ranges(rests, self.call_tokens):
-            if not rests[hi - 1]:
+        lengths = [shared[b] for b in order]
+        for lo, hi in prefill_ranges(lengths, self.call_tokens):
+            if not lengths[hi - 1]:
                 continue
-            tokens = torch.zeros((hi - lo, max(MIN_GEMM_ROWS, rests[hi - 1])), dtype=torch.long)
+            tokens = torch.zeros((hi - lo, max(MIN_GEMM_ROWS, lengths[hi - 1])), dtype=torch.long)
             for r, b in enumerate(order[lo:hi]):
-                tokens[r, : rests[lo + r]] = torch.tensor(pairs[found[b][0]][0][copied[b] : shared[b]])
+                tokens[r, : shared[b]] = torch.tensor(pairs[found[b][0]][0][: shared[b]])
             self.model.caches = nn.ModuleList(c.view(hi - lo, c.k.shape[1], start=lo) for c in caches)
-            start = torch.tensor([copied[b] for b in order[lo:hi]], device=device)
-            prefill(self.model, self.attend, tokens.to(device), start, torch.tensor(rests[lo:hi], device=device))
+            prefill(
+                self.model,
+                self.attend,
+                tokens.to(device),
+                torch.zeros(hi - lo, dtype=torch.long, device=device),
+                torch.tensor(lengths[lo:hi], device=device),
+            )
         return caches, row_of
 
     def _score_rows(
@@ -151,6 +135,15 @@ class BloomScorer:
             n = len(pairs[i][1])
             out[i] = sum(sums[cursor : cursor + n])
             cursor += n
+
+
+def common_prefix(sequences: Sequence[Sequence[int]]) -> int:
+    first = sequences[0]
+    n = min(len(s) for s in sequences)
+    for k in range(n):
+        if any(s[k] != first[k] for s in sequences):
+            return k
+    return n
 
 
 def groups(contexts: Sequence[Sequence[int]], min_shared: int) -> list[list[int]]:
