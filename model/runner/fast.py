@@ -69,7 +69,7 @@ def prefill_ranges(lengths: Sequence[int], call_tokens: int) -> list[tuple[int, 
     padding on the hand-written corpora with the demo model (ops/BENCHMARKS.md). A row's numbers do
     not depend on its call's other rows (tests/test_fast_engine.py), so any split gives the same output."""
     n = len(lengths)
-    cost = [0] + [0] * n  # cost[j]: least cost of rows [0, j)
+    cost = [0] * (n + 1)  # cost[j]: least cost of rows [0, j)
     cut = [0] * (n + 1)
     for j in range(1, n + 1):
         longest, best = 0, None

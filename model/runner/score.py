@@ -3,10 +3,11 @@
 
 The backoff's pairs come a document at a time, and a document's one-label prompts differ only
 after its text: consecutive pairs sharing a prefix of at least `MIN_SHARED` tokens are one group,
-whose prefix is prefilled once into a one-row cache and copied into each row's; each row then reads
-only its own rest (the label, the answer), `rows` at a time, and the LM head runs only at the
-positions that predict an answer's tokens. transformers' forward, which this replaces, ran the head
-over every position of the prefix too: a third of a small model's prefill (ops/BENCHMARKS.md).
+whose prefix is prefilled once. Groups go `rows` at a time, shortest prefix first, their prefixes
+prefilled together in the calls that pad least (`prefill_ranges`); then their pairs, `rows` at a
+time across groups, each read its own rest (the label, the answer) on a copy of its prefix, and the
+LM head runs only at the positions that predict an answer's tokens. transformers' forward, which
+this replaced, ran the head over every position of the prefix too (ops/BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -57,8 +58,8 @@ class BloomScorer:
             by_length = sorted(range(len(found)), key=lambda g: shared[g])
             for at in range(0, len(found), self.rows):
                 batch = by_length[at : at + self.rows]
-                prefixes, row_of = self._prefill_prefixes(pairs, [found[g] for g in batch], [shared[g] for g in batch])
-                rows = [(row_of[b], i) for b, g in enumerate(batch) for i in found[g]]
+                prefixes = self._prefill_prefixes(pairs, [found[g] for g in batch], [shared[g] for g in batch])
+                rows = [(b, i) for b, g in enumerate(batch) for i in found[g]]
                 reach = [shared[g] for g in batch for _ in found[g]]
                 for start in range(0, len(rows), self.rows):
                     end = start + self.rows
@@ -67,31 +68,27 @@ class BloomScorer:
             self.model.caches = before
         return out
 
-    def _prefill_prefixes(self, pairs, found: list[list[int]], shared: list[int]) -> tuple[nn.ModuleList, list[int]]:
-        """Caches holding each group's shared prefix, shortest first, and each group's row in them
-        (a group whose prefix is empty, a one-token context, reads another's row and writes over it)."""
+    def _prefill_prefixes(self, pairs, found: list[list[int]], shared: list[int]) -> nn.ModuleList:
+        """Caches whose row b holds group b's shared prefix; the groups come shortest prefix first, so
+        each call's rows are consecutive (a group whose prefix is empty, a one-token context, reads
+        another's row and writes over it)."""
         device = self.model.word_embeddings.weight.device
-        order = sorted(range(len(found)), key=lambda b: shared[b])
-        row_of = [0] * len(found)
-        for r, b in enumerate(order):
-            row_of[b] = r
         caches = self.model.new_caches(len(found), bucket(max(shared) + 1, LENGTH_BUCKET), heads_first=self.heads_first)
-        lengths = [shared[b] for b in order]
-        for lo, hi in prefill_ranges(lengths, self.call_tokens):
-            if not lengths[hi - 1]:
+        for lo, hi in prefill_ranges(shared, self.call_tokens):
+            if not shared[hi - 1]:
                 continue
-            tokens = torch.zeros((hi - lo, max(MIN_GEMM_ROWS, lengths[hi - 1])), dtype=torch.long)
-            for r, b in enumerate(order[lo:hi]):
-                tokens[r, : shared[b]] = torch.tensor(pairs[found[b][0]][0][: shared[b]])
+            tokens = torch.zeros((hi - lo, max(MIN_GEMM_ROWS, shared[hi - 1])), dtype=torch.long)
+            for b in range(lo, hi):
+                tokens[b - lo, : shared[b]] = torch.tensor(pairs[found[b][0]][0][: shared[b]])
             self.model.caches = nn.ModuleList(c.view(hi - lo, c.k.shape[1], start=lo) for c in caches)
             prefill(
                 self.model,
                 self.attend,
                 tokens.to(device),
                 torch.zeros(hi - lo, dtype=torch.long, device=device),
-                torch.tensor(lengths[lo:hi], device=device),
+                torch.tensor(shared[lo:hi], device=device),
             )
-        return caches, row_of
+        return caches
 
     def _score_rows(
         self, pairs, rows: list[tuple[int, int]], shared: list[int], prefixes: nn.ModuleList, out: list[float]
