@@ -27,6 +27,7 @@ phone, e-mail or date of the label's type from the typed detectors). A vouched p
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections import Counter
@@ -71,6 +72,9 @@ class BackoffCost:
     candidates: int = 0
     lexicon_ms: float = 0.0
     score_ms: float = 0.0
+
+    def __add__(self, other: BackoffCost) -> BackoffCost:
+        return BackoffCost(*(a + b for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(other), strict=True)))
 
 
 class Backoff:

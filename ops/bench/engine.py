@@ -28,6 +28,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 import msgspec
 import torch
@@ -83,6 +84,13 @@ def _field_set_labels(name: str) -> tuple[str, ...]:
     return FIELD_SETS[name]
 
 
+class Timed(Protocol):
+    seconds: float
+
+
+TimedRun = TypeVar("TimedRun", bound=Timed)
+
+
 @dataclass
 class Run:
     extractions: list[Extraction]
@@ -128,7 +136,7 @@ def run(
     return Run(extractions, sum_timings(timings), tokens, time.perf_counter() - started, steps, passes)
 
 
-def median_run(runs: list[Run]) -> Run:
+def median_run(runs: list[TimedRun]) -> TimedRun:
     """The run of median wall time (the lower middle of an even count): its own timings, not a blend."""
     return sorted(runs, key=lambda r: r.seconds)[(len(runs) - 1) // 2]
 

@@ -23,7 +23,7 @@ from model.answers.backoff import BackoffCost
 from model.build import build_engine, settle_heap
 from model.clock import sum_timings
 from model.config import EngineSettings
-from ops.bench.engine import forget_texts
+from ops.bench.engine import forget_texts, median_run
 from ops.eval.accuracy import read_corpus
 from ops.eval.peers import hand_written_corpora
 from schemas.messages import Timings
@@ -46,8 +46,7 @@ def timed_pass(engine, docs: list, batch: int) -> Pass:
     for start in range(0, len(docs), batch):
         result = engine.extract(docs[start : start + batch])
         timings.append(result.timings)
-        for name, value in vars(result.backoff or BackoffCost()).items():
-            setattr(backoff, name, getattr(backoff, name) + value)
+        backoff += result.backoff or BackoffCost()
     return Pass(time.perf_counter() - started, sum_timings(timings), backoff)
 
 
@@ -71,7 +70,7 @@ def main() -> None:
     print(f"\nmodel {args.model}, batch {args.batch}, median of {args.rounds} passes; ms per document\n")
     print("| corpus | documents | docs/s | " + " | ".join(s.removesuffix("_ms") for s in STAGES) + " | LAC | scoring |")
     print("| --- | ---: | ---: | " + " | ".join("---:" for _ in STAGES) + " | ---: | ---: |")
-    medians = {name: sorted(passes, key=lambda p: p.seconds)[(len(passes) - 1) // 2] for name, passes in runs.items()}
+    medians = {name: median_run(passes) for name, passes in runs.items()}
     for name, docs in corpora.items():
         run, n = medians[name], len(docs)
         cells = [f"{getattr(run.timings, stage) / n:.1f}" for stage in STAGES]
