@@ -11,7 +11,7 @@ import pytest
 from tokenizers.processors import TemplateProcessing
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
-from model.answers.prompt import build_prompt, chunk_labels, encode_chunk_prompts
+from model.answers.prompt import build_prompt, chunk_labels, encode_chunk_prompts, token_ids
 from ops.demo.samples import sample_documents
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,3 +70,20 @@ def test_a_tokenizer_that_adds_tokens_around_a_text_is_tokenised_whole() -> None
     prompts = encode_chunk_prompts(tokenizer, text, "extract", CHUNKS)
     assert prompts[1][0] == tokenizer.bos_token_id and prompts[1][-1] == tokenizer.eos_token_id
     assert prompts == whole(tokenizer, text, CHUNKS)
+
+
+@pytest.mark.parametrize("which", ["demo", "tiny"])
+def test_prompt_ids_from_the_rust_tokenizer_are_the_tokenizers_own(
+    which: str, tiny_model_dir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(ROOT / "model" / "demo" if which == "demo" else tiny_model_dir)
+    texts = [build_prompt(text, "extract", CHUNKS[0]) for text in prompt_texts()]
+    called = tokenizer(texts)["input_ids"]
+    # The shortcut is taken for the tokenizers the loader gives (else this compares the call with itself).
+    with monkeypatch.context() as patched:
+        patched.setattr(type(tokenizer), "__call__", lambda *_, **__: pytest.fail("the tokenizer was called"))
+        assert token_ids(tokenizer, texts) == called
+    # A tokenizer set to truncate is called as it was: the call tokenises whole unless asked.
+    tokenizer.backend_tokenizer.enable_truncation(8)
+    assert token_ids(tokenizer, texts) == tokenizer(texts)["input_ids"]
+    assert max(len(ids) for ids in token_ids(tokenizer, texts)) > 8

@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from transformers import PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from schemas.messages import Document
 
+# Tokenizer classes whose call adds nothing to their Rust tokenizer's ids (a subclass may: a prefix
+# space, a legacy mode); the tokenizers the loader gives a BLOOM model are of this class.
+_PLAIN_FAST = (PreTrainedTokenizerFast,)
 # Tokens between the text and the window's end that a re-tokenised boundary may claim.
 BOUNDARY_SLACK = 4
 
@@ -51,7 +54,17 @@ def prompt_chunks(doc: Document, labels_per_prompt: int) -> list[tuple[str, ...]
 
 
 def encode(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:
-    return tokenizer(text)["input_ids"]
+    return token_ids(tokenizer, [text])[0]
+
+
+def token_ids(tokenizer: PreTrainedTokenizerBase, texts: list[str]) -> list[list[int]]:
+    """`tokenizer(texts)["input_ids"]`. A plain fast tokenizer's ids come from its Rust tokenizer
+    directly, without the offsets, masks and Python objects the call builds and a prompt never reads
+    (a third of the time: 0.1 against 0.3 ms a document); the same ids (tests/test_prompt.py)."""
+    backend = tokenizer.backend_tokenizer if type(tokenizer) in _PLAIN_FAST else None
+    if backend is None or backend.truncation is not None or backend.padding is not None:
+        return tokenizer(texts)["input_ids"]
+    return [encoding.ids for encoding in backend.encode_batch_fast(texts)]
 
 
 def prompt_overhead(tokenizer: PreTrainedTokenizerBase, task: str, chunks: Sequence[tuple[str, ...]]) -> int:
@@ -123,13 +136,13 @@ def encode_chunk_prompts(
     that newline or adds tokens around a text) every prompt is tokenised whole.
     """
     if len(chunks) >= 2:
-        first, *tails = tokenizer([build_prompt(text, task, chunks[0]), *(prompt_tail(task, c) for c in chunks)])[
-            "input_ids"
-        ]
+        first, *tails = token_ids(
+            tokenizer, [build_prompt(text, task, chunks[0]), *(prompt_tail(task, c) for c in chunks)]
+        )
         head = len(first) - len(tails[0])
         if head > 0 and first[head:] == tails[0]:
             return [first, *(first[:head] + tail for tail in tails[1:])]
-    return tokenizer([build_prompt(text, task, c) for c in chunks])["input_ids"]
+    return token_ids(tokenizer, [build_prompt(text, task, c) for c in chunks])
 
 
 def encode_prompts(

@@ -315,8 +315,17 @@ class Detokenizer:
         self.by_id = vocab.by_id
         self.byte_level = vocab.byte_level
         self._read: dict[tuple[int, ...], tuple[str, list[int]]] = {}
+        # One token's text, asked for by every entropy alarm's choice and runners-up: a few thousand
+        # tokenizer calls a batch where alarms fire, over a vocabulary's worth of ids at most.
+        self._token: dict[int, str] = {}
 
     def __call__(self, token_ids: Sequence[int]) -> str:
+        if len(token_ids) == 1:
+            [token_id] = token_ids
+            text = self._token.get(token_id)
+            if text is None:
+                text = self._token[token_id] = self.tokenizer.decode([token_id], skip_special_tokens=True)
+            return text
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
 
     def text_and_ends(self, token_ids: Sequence[int]) -> tuple[str, list[int]]:

@@ -17,6 +17,7 @@ surname or the last character left off.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import threading
 from dataclasses import dataclass
@@ -102,25 +103,20 @@ class _Known:
 
 def _segment(text: str) -> Words:
     tokenizer, tagger = _segmenters()
-    edges = {0, len(text)}
-    position = 0
-    for word in tokenizer.cut(text, HMM=True):
-        position += len(word)
-        edges.add(position)
+    edges = {0, len(text), *itertools.accumulate(map(len, tokenizer.cut(text, HMM=True)))}
+    pairs = [(p.word, p.flag) for p in tagger.cut(text, HMM=True)]
+    tokenizer.forget()
+    ends = list(itertools.accumulate(len(word) for word, _ in pairs))
+    starts = [0, *ends][: len(ends)]
+    edges.update(ends)
     inside: set[int] = set()
     heads: set[int] = set()
     tails: set[int] = set()
-    pairs = [(p.word, p.flag) for p in tagger.cut(text, HMM=True)]
-    tokenizer.forget()
-    position = 0
-    tagged = []
-    for word, flag in pairs:
-        start, position = position, position + len(word)
-        tagged.append((start, position, flag))
-        edges.add(position)
-        if len(word) > 1 and flag.startswith(NAME_TAGS):
-            inside.update(range(start + 1, position))
-        elif len(word) == 1 and not flag.startswith(FUNCTION_TAGS):
+    for (_, flag), start, end in zip(pairs, starts, ends, strict=True):
+        if end - start > 1:
+            if flag.startswith(NAME_TAGS):
+                inside.update(range(start + 1, end))
+        elif not flag.startswith(FUNCTION_TAGS):
             heads.add(start)
             if flag in NAME_PART_TAGS:
                 tails.add(start)
@@ -131,7 +127,7 @@ def _segment(text: str) -> Words:
         frozenset(tails),
         _persons(pairs),
         _organisations(pairs),
-        tuple(tagged),
+        tuple(zip(starts, ends, [flag for _, flag in pairs], strict=True)),
     )
 
 
@@ -141,7 +137,7 @@ words_of = _Known()
 
 def _persons(pairs: list[tuple[str, str]]) -> tuple[str, ...]:
     found = []
-    for (word, flag), (after, after_flag) in zip(pairs, [*pairs[1:], ("", "")], strict=True):
+    for (word, flag), (after, after_flag) in zip(pairs, [*pairs[1:], ("", "")], strict=False):
         if flag.startswith("nr") and 2 <= len(word) <= 4 and person_ok(word):
             found.append(word)
         # An unknown name split in two: 宋/nr 志远/nrfg, 潘/nr 建华/nz; 刘/zg 桂兰/ns is seen too, but not taken.
