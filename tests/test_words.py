@@ -4,15 +4,18 @@ vectorised part-of-speech Viterbi) cuts and tags every text as jieba does."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import jieba.posseg
 import pytest
 
-from model.answers.tagger import _NATIVE, tagger, viterbi
+from model.answers.tagger import _NATIVE, _native_route, tagger, viterbi
 from model.answers.words import _segmenters
 from ops.demo.samples import sample_documents
 
+# jieba's blocks (its `re_han_default`): what its cutters cut with the dictionary.
+_BLOCK = re.compile("[\u4e00-\u9fd5a-zA-Z0-9+#&._%-]+")
 CORPORA = sorted(p for p in Path("ops/corpus").glob("*.jsonl") if not p.name.endswith(".truth.jsonl"))
 
 
@@ -57,3 +60,25 @@ def test_blocks_of_han_characters_are_cut_natively_and_the_others_by_jieba() -> 
     assert tokenizer.get_DAG("罗文斌在浦东新区张江路") is _NATIVE
     assert tokenizer.get_DAG("TI-RADS3类") is not _NATIVE
     tokenizer.forget()
+
+
+def _words(block: str, route: dict[int, tuple[float, int]]) -> list[str]:
+    words, at = [], 0
+    while at < len(block):
+        words.append(block[at : route[at][1] + 1])
+        at += len(words[-1])
+    return words
+
+
+def test_a_block_with_digits_or_letters_takes_jiebas_route_read_off_jieba_rs() -> None:
+    tokenizer, _ = _segmenters()
+    blocks = {b for t in _texts() for b in _BLOCK.findall(t) if not re.fullmatch("[\u4e00-\u9fd5]+", b)}
+    blocks |= {"于2020年7月16日在南京签订本合同", "TI-RADS3类", "薪资12-34K", "iPhone15", "B超", "3D打印", "2型糖尿病"}
+    assert len(blocks) > 500
+    for block in sorted(blocks):
+        dag, expected = jieba.Tokenizer.get_DAG(tokenizer, block), {}
+        jieba.Tokenizer.calc(tokenizer, block, dag, expected)
+        assert _words(block, _native_route(block, tokenizer.FREQ)) == _words(block, expected), block
+    # A run of letters that is a dictionary word may be one step or several: jieba's own code decides.
+    assert _native_route("担任CEO职务", {**tokenizer.FREQ, "CEO": 3}) is None
+    assert _native_route("担任CEO职务", tokenizer.FREQ) is not None

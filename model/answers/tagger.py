@@ -157,6 +157,32 @@ def tagger(tokenizer: Any) -> Any:
 
 # A block of Han characters alone: jieba-rs cuts it as jieba does (below).
 _HAN = re.compile("[\u4e00-\u9fd5]+")
+# What jieba's cut without its HMM gathers into one word when the route steps over it one character
+# at a time (its `re_eng`, each character).
+_ASCII_RUN = re.compile("[a-zA-Z0-9]{2,}")
+
+
+def _native_route(block: str, freq: dict[str, int]) -> dict[int, tuple[float, int]] | None:
+    """jieba's best route through a block holding digits or Latin letters, read off jieba-rs's cut
+    without its HMM, which is jieba's (on the 1,647 such blocks of the corpora): each word is a step
+    of the route, except a run of ASCII letters and digits, which jieba's cut gathers from one-character
+    steps. A run that is no dictionary word can only be that, so it is split again; one that is (a
+    word, or a gathering of its letters?) is left to jieba's own code: None."""
+    import rjieba
+
+    route: dict[int, tuple[float, int]] = {}
+    at = 0
+    for word in rjieba.cut(block, False):
+        if _ASCII_RUN.fullmatch(word):
+            if freq.get(word):
+                return None
+            route.update((i, (0.0, i)) for i in range(at, at + len(word)))
+        else:
+            route[at] = (0.0, at + len(word) - 1)
+        at += len(word)
+    return route
+
+
 # `get_DAG`'s answer for such a block: `calc` then reads the route from jieba-rs.
 _NATIVE: dict[int, list[int]] = {}
 
@@ -169,11 +195,13 @@ def route_sharing_tokenizer() -> Any:
     the same dictionary in its wheel): its best route and its HMM cut of such a block are jieba's,
     word for word (on the 13,987 such blocks of the hand-written and generated corpora, and checked
     on every corpus by tests/test_words.py), at a twentieth of the time. Where a block holds digits or
-    Latin letters (2021-07-01, TI-RADS) the two differ, so those stay with jieba's own code.
+    Latin letters (2021-07-01, TI-RADS) their HMM cuts differ, so jieba's own code cuts those, over
+    the route it would find, read off jieba-rs's cut without the HMM (`_native_route`: a sixth off a
+    text's segmentation on the engine benchmark's documents).
 
     A text is segmented by the plain cutter and by the tagger (model/answers/words.py), and both ask
     the tokenizer for each block's DAG and then its route: the same pure function of the block and
-    the dictionary. jieba's own code computes them, once; `forget` drops them after the text, so no
+    the dictionary. They are computed once; `forget` drops them after the text, so no
     text's work is kept for another (a worker sees each text once). A route is reused only with the
     DAG it was found for: a thread forgetting another's blocks costs a recomputation, never a wrong route.
     """
@@ -190,9 +218,13 @@ def route_sharing_tokenizer() -> Any:
                 return _NATIVE
             found = self._routes.get(sentence)
             if found is None:
-                dag, route = super().get_DAG(sentence), {}
-                super().calc(sentence, dag, route)
-                found = self._routes[sentence] = (dag, route)
+                route = _native_route(sentence, self.FREQ)
+                if route is not None:
+                    found = self._routes[sentence] = ({}, route)  # a DAG of its own: `calc` takes the route
+                else:
+                    dag, route = super().get_DAG(sentence), {}
+                    super().calc(sentence, dag, route)
+                    found = self._routes[sentence] = (dag, route)
             return found[0]
 
         def calc(self, sentence: str, DAG: dict[int, list[int]], route: dict) -> None:
