@@ -18,7 +18,7 @@ from model.config import EngineSettings
 from model.engine import Extractor, PreparingEngine
 from model.runner.attention import alibi_slopes, available_backends
 from model.runner.bloom import MIN_GEMM_ROWS
-from model.runner.fast import DocPrompts, FastRunner, prefill_ranges, shared_prefix
+from model.runner.fast import MIN_SHARED_PREFIX, DocPrompts, FastRunner, prefill_ranges, shared_prefix
 from model.runner.loading import load_model
 from model.runner.protocol import Request
 from ops.demo.samples import sample_documents
@@ -108,6 +108,18 @@ def test_shared_prefix_leaves_every_prompt_a_token() -> None:
     assert shared_prefix([list(range(20)), [*range(10), 99]]) == 10
     assert shared_prefix([list(range(20))]) == 0
     assert shared_prefix([[1, 2, 3], [1, 2, 4]]) == 0  # below the minimum worth sharing
+
+
+def test_shared_prefix_is_the_longest_prefix_every_prompt_starts_with() -> None:
+    rng = random.Random(5)
+    for _ in range(500):
+        stem = [rng.randrange(3) for _ in range(rng.randrange(30))]
+        prompts = [stem[: rng.randrange(len(stem) + 1)] + [rng.randrange(3) for _ in range(rng.randrange(1, 12))]]
+        prompts += [[*stem, *(rng.randrange(3) for _ in range(rng.randrange(1, 12)))] for _ in range(rng.randrange(4))]
+        limit = min(len(p) for p in prompts) - 1
+        longest = max(n for n in range(limit + 1) if all(p[:n] == prompts[0][:n] for p in prompts))
+        expected = longest if len(prompts) > 1 and longest >= MIN_SHARED_PREFIX else 0
+        assert shared_prefix(prompts) == expected, prompts
 
 
 @pytest.mark.parametrize("sharing", [True, False], ids=["prefix-sharing", "no-sharing"])

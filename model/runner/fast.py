@@ -56,9 +56,10 @@ def shared_prefix(prompts: Sequence[Sequence[int]]) -> int:
     if len(prompts) < 2:
         return 0
     limit = min(len(p) for p in prompts) - 1
-    length = 0
-    while length < limit and all(p[length] == prompts[0][length] for p in prompts):
-        length += 1
+    # Every prompt shares what the first and last of them in order share: two lists compared, not all.
+    first, last = min(prompts), max(prompts)
+    length = next((i for i, (a, b) in enumerate(zip(first, last)) if a != b), limit)
+    length = min(length, limit)
     return length if length >= MIN_SHARED_PREFIX else 0
 
 
