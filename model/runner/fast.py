@@ -58,7 +58,7 @@ def shared_prefix(prompts: Sequence[Sequence[int]]) -> int:
     limit = min(len(p) for p in prompts) - 1
     # Every prompt shares what the first and last of them in order share: two lists compared, not all.
     first, last = min(prompts), max(prompts)
-    length = next((i for i, (a, b) in enumerate(zip(first, last)) if a != b), limit)
+    length = next((i for i, (a, b) in enumerate(zip(first, last, strict=False)) if a != b), limit)
     length = min(length, limit)
     return length if length >= MIN_SHARED_PREFIX else 0
 
