@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from model.answers import prompt
 from model.build import build_engine
 from model.config import EngineSettings
 from model.engine import Engine
@@ -174,16 +175,24 @@ def test_the_document_checks_of_a_long_document_judge_its_whole_record() -> None
 
 
 def _text_tokenisations(engine: Engine, doc, monkeypatch) -> tuple[int, object]:
-    """How many tokenizer calls preparing `doc` makes with its whole text in them, and the batch."""
+    """How many tokenizer calls preparing `doc` makes with its whole text in them, and the batch: the
+    tokenizer's own, and the prompts' straight to its Rust tokenizer (`token_ids`, which calls the
+    tokenizer only where it cannot take the shortcut, never for these tests' tokenizers)."""
     tokenizer = type(engine.tokenizer)
     calls: list[object] = []
     original = tokenizer.__call__
+    original_ids = prompt.token_ids
 
     def counting(self, text=None, *args, **kwargs):
         calls.append(text)
         return original(self, text, *args, **kwargs)
 
+    def counting_ids(tokenizer, texts):
+        calls.append(texts)
+        return original_ids(tokenizer, texts)
+
     monkeypatch.setattr(tokenizer, "__call__", counting)
+    monkeypatch.setattr(prompt, "token_ids", counting_ids)
     batch = engine.prepare([doc])
     monkeypatch.undo()
     return sum(doc.text in (c if isinstance(c, str) else "".join(c or [])) for c in calls), batch
