@@ -55,4 +55,24 @@ def test_the_gate_table_counts_routing_codes_alarms_and_picks() -> None:
     assert counts["labels"] == {"unclaimed_value 手机号码": 1, "low_confidence 工作单位": 1}
     assert counts["alarms"] == {"value wrong, also low_confidence": 1, "a label's None-or-value step": 1}
     assert dict(counts["picks"]) == {"phone      one candidate fields right": 1}
+    assert counts["answers"] == {
+        "model's value                            right": 5,
+        "backoff pick                             right": 1,
+        "model's value + low_confidence           missing": 1,
+        "model's None                             missing": 1,
+        # The resume's labels the text has no value for, answered None in both records.
+        "model's None                             right": 8,
+    }
+    # One record holds all 4 of its values, the other misses 2 of 4: a perfect gate takes the first only.
+    assert routing["ceiling"] == 1
     assert "values found 6/8 (75.0%)" in report("corpus", counts)
+
+
+def test_the_ceiling_takes_the_records_a_perfect_gate_would_take() -> None:
+    from ops.eval.gate import ceiling
+
+    assert ceiling([]) == 0
+    # 100 values with one missing is within 2%; the record missing 3 of 5 is not, whatever comes after.
+    assert ceiling([(5, 3), (50, 0), (50, 1), (10, 0)]) == 3
+    assert ceiling([(10, 1)]) == 0
+    assert ceiling([(10, 1), (40, 0)], bar=0.02) == 2

@@ -11,7 +11,12 @@ against the truth and tabulated:
   many of those values the confidence gate flags too;
 - the lexicon backoff's picks (model/answers/backoff.py), by source (a LAC tag or a typed detector),
   one candidate or several, right or wrong, and which of them the check vouched for
-  (model/answers/vouch.py, whose table comes from this one).
+  (model/answers/vouch.py, whose table comes from this one);
+- answers: every label of every record by how it was answered (the model's value, its None, or the
+  backoff's pick, with the review codes on that label) and whether it holds the true values (right),
+  misses one (missing) or holds only one too many (extra): what a gate has to tell apart;
+- the ceiling: the most records a perfect gate could send to fields at the 2% bar, from each record's
+  wrong or missing values. Above it, only the model can take a corpus.
 """
 
 from __future__ import annotations
@@ -44,13 +49,18 @@ def doubted(ex: Extraction) -> set[tuple[str | None, str | None]]:
 
 
 def measure(docs: Sequence[Document], extractions: Sequence[Extraction], truth) -> dict[str, Counter]:
-    out = {name: Counter() for name in ("routing", "codes", "labels", "alarms", "picks")}
+    out = {name: Counter() for name in ("routing", "codes", "labels", "alarms", "picks", "answers")}
+    records: list[tuple[int, int]] = []
     for doc, ex in zip(docs, extractions, strict=True):
         want = wanted(doc, truth)
         got = {
             label: {normalise(s.text, doc.field_types.get(label)) for s in ex.fields.get(label, [])}
             for label in doc.labels
         }
+        records.append((sum(len(w) for w in want.values()), sum(len(want[label] - got[label]) for label in doc.labels)))
+        for label in doc.labels:
+            outcome = "missing" if want[label] - got[label] else "extra" if got[label] - want[label] else "right"
+            out["answers"][f"{answer_kind(ex, label):40s} {outcome}"] += 1
         routing = out["routing"]
         routing["documents"] += 1
         routing["values"] += sum(len(w) for w in want.values())
@@ -80,7 +90,31 @@ def measure(docs: Sequence[Document], extractions: Sequence[Extraction], truth) 
             shape = "one candidate" if len(candidates) == 1 else "several"
             where = "review" if label in backed_off else "fields"
             out["picks"][f"{pick.source:10s} {shape:13s} {where:6s} {'right' if right else 'wrong'}"] += 1
+    out["routing"]["ceiling"] = ceiling(records)
     return out
+
+
+def answer_kind(ex: Extraction, label: str) -> str:
+    """How a label was answered: the model's value or None, or the backoff's pick, with the per-label
+    review codes on it (lexicon_backoff and unclaimed_value left out: they come with every pick)."""
+    codes = sorted(
+        {r.code.value for r in ex.reasons if r.label == label}
+        - {ReviewCode.LEXICON_BACKOFF.value, ReviewCode.UNCLAIMED_VALUE.value}
+    )
+    kind = "backoff pick" if label in ex.candidates else "model's value" if ex.fields.get(label) else "model's None"
+    return " + ".join([kind, *codes])
+
+
+def ceiling(records: Sequence[tuple[int, int]], bar: float = 0.02) -> int:
+    """The most records any gate could send to fields with at most `bar` of their expected values
+    wrong or missing, given each record's (values expected, wrong or missing): the records with the
+    fewest missing first, the larger of equals first."""
+    expected = missing = taken = 0
+    for want, miss in sorted(records, key=lambda r: (r[1], -r[0])):
+        if missing + miss > bar * (expected + want):
+            break
+        expected, missing, taken = expected + want, missing + miss, taken + 1
+    return taken
 
 
 def report(name: str, counts: dict[str, Counter]) -> str:
@@ -89,9 +123,10 @@ def report(name: str, counts: dict[str, Counter]) -> str:
         f"== {name}",
         f"documents {r['documents']}, to fields {r['to fields']}, every value right {r['all right']}; "
         f"values found {r['found']}/{r['values']} ({r['found'] / max(r['values'], 1):.1%}); "
-        f"wrong or missing in fields-routed records {r['wrong or missing in fields']}/{r['expected in fields']}",
+        f"wrong or missing in fields-routed records {r['wrong or missing in fields']}/{r['expected in fields']}; "
+        f"a perfect gate's ceiling at <= 2% wrong or missing: {r['ceiling']} records",
     ]
-    for title in ("codes", "labels", "alarms", "picks"):
+    for title in ("codes", "labels", "alarms", "picks", "answers"):
         lines.append(f"-- {title}")
         lines += [f"  {n:4d}  {key}" for key, n in sorted(counts[title].items(), key=lambda kv: (-kv[1], kv[0]))]
     return "\n".join(lines)
