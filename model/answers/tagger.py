@@ -1,12 +1,13 @@
-"""jieba's part-of-speech tagger with its hidden Markov model decoded by a vectorised Viterbi.
+"""jieba's part-of-speech tagger with its hidden Markov model decoded by a compiled Viterbi.
 
 jieba.posseg runs its HMM (256 states: word position B/M/E/S times tag) over each run of characters
 its dictionary does not cover, in pure Python: on the engine benchmark's documents that took 8.1 ms
 a document (`python -m ops.bench.tagger`), more than the rest of the host's work on it. `Tagger` is
-jieba's own `POSTokenizer` with the same tables (shipped in jieba's wheel); only the Viterbi is done
-with numpy. It adds the same float64 terms in the same order and breaks ties the way jieba's `max`
-over `(score, state)` tuples does (the larger state wins), so its output is jieba's to the tag:
-`tests/test_words.py` checks that on every corpus.
+jieba's own `POSTokenizer` with the same tables (shipped in jieba's wheel); only the Viterbi is
+compiled (numba, as the host grammar's step: numpy's calls per character cost more than the few
+hundred additions a character needs). It adds the same float64 terms in the same order and breaks
+ties the way jieba's `max` over `(score, state)` tuples does (the larger state wins), so its output
+is jieba's to the tag: `tests/test_words.py` checks that on every corpus.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+import numba
 import numpy as np
 
 MIN_FLOAT = -3.14e100  # jieba's score of an emission its table lacks
@@ -61,33 +63,58 @@ def _model() -> _Model:
 def viterbi(text: str) -> list[tuple[str, str]]:
     """jieba.posseg.viterbi's route for `text` (a run of Han characters), state by state."""
     m = _model()
-    live = m.allowed(text[0])
-    score = np.full(len(m.states), MIN_INF)
-    score[live] = (m.start + m.emission(text[0]))[live]
-    back: list[np.ndarray] = []
-    for char in text[1:]:
-        prev = np.flatnonzero(live & m.leads)
-        expected = m.follows[prev].any(axis=0)
-        now = m.allowed(char) & expected
+    allowed = np.stack([m.allowed(char) for char in text])
+    emission = np.stack([m.emission(char) for char in text])
+    route = _route(m.start, m.trans, m.follows, m.leads, allowed, emission)
+    return [m.states[s] for s in route]
+
+
+@numba.njit(cache=True)
+def _route(start, trans, follows, leads, allowed, emission):
+    """The best state route through a run's characters (rows of `allowed` and `emission`), as jieba
+    finds it: each character's states limited to those its table allows that some live state leads
+    to (all of those where none is allowed, every state where none is led to), each state's best
+    predecessor by (score + transition) + emission, float64 in jieba's order, ties to the larger
+    state (jieba's `max` over (score, state) tuples), and the end state likewise."""
+    n = len(start)
+    length = len(allowed)
+    live = allowed[0].copy()
+    score = np.full(n, -np.inf)
+    for s in range(n):
+        if live[s]:
+            score[s] = start[s] + emission[0, s]
+    back = np.zeros((length, n), dtype=np.int64)
+    for t in range(1, length):
+        prev = np.flatnonzero(live & leads)
+        expected = np.zeros(n, dtype=np.bool_)
+        for q in prev:
+            expected |= follows[q]
+        now = allowed[t] & expected
         if not now.any():
-            now = expected if expected.any() else m._all
-        cols = np.flatnonzero(now)
-        totals = (score[prev][:, None] + m.trans[np.ix_(prev, cols)]) + m.emission(char)[cols]
-        # The last of the equal best rows: jieba's max over (score, state) prefers the larger state.
-        best = len(prev) - 1 - np.argmax(totals[::-1], axis=0)
-        score = np.full(len(m.states), MIN_INF)
-        score[cols] = totals[best, np.arange(len(cols))]
-        pointer = np.zeros(len(m.states), dtype=np.int64)
-        pointer[cols] = prev[best]
-        back.append(pointer)
+            now = expected if expected.any() else np.ones(n, dtype=np.bool_)
+        fresh = np.full(n, -np.inf)
+        for s in range(n):
+            if not now[s]:
+                continue
+            best, best_total = prev[0], (score[prev[0]] + trans[prev[0], s]) + emission[t, s]
+            for q in prev[1:]:
+                total = (score[q] + trans[q, s]) + emission[t, s]
+                if total >= best_total:
+                    best, best_total = q, total
+            fresh[s] = best_total
+            back[t, s] = best
+        score = fresh
         live = now
-    ends = np.flatnonzero(live)
-    state = int(ends[len(ends) - 1 - np.argmax(score[ends][::-1])])
-    route = [state]
-    for pointer in reversed(back):
-        state = int(pointer[state])
-        route.append(state)
-    return [m.states[s] for s in reversed(route)]
+    state = -1
+    for s in range(n):
+        if live[s] and (state < 0 or score[s] >= score[state]):
+            state = s
+    route = np.empty(length, dtype=np.int64)
+    route[length - 1] = state
+    for t in range(length - 1, 0, -1):
+        state = back[t, state]
+        route[t - 1] = state
+    return route
 
 
 @functools.lru_cache(maxsize=1 << 16)

@@ -66,8 +66,12 @@ def _segmenters() -> tuple[Any, Any]:
 
 
 def load_segmenters() -> None:
-    """Load jieba's dictionaries now: an engine does so when it is built, not in its first batch."""
+    """Load jieba's dictionaries and compile the tagger's Viterbi now: an engine does so when it is
+    built, not in its first batch."""
+    from model.answers.tagger import viterbi
+
     _segmenters()
+    viterbi("未知")
 
 
 # Texts whose words stay known: a few micro-batches' worth (preparation, the checks and the
