@@ -30,9 +30,10 @@ TINY_MASS = 1e-30
 
 
 def step_signals(logits: torch.Tensor, k: int, legal: torch.Tensor | None = None) -> StepSignals:
-    """Choice, probability and alternatives among the `legal` tokens ([B, V] bool; all when None),
-    and the entropy of the model's full distribution: the alarm is about how unsure the model is,
-    which the mask would hide (a forced step has entropy 0)."""
+    """Choice, probability and alternatives among the `legal` tokens (a grammar's [B, V] mask, bool or
+    additive: model/grammar/protocol.py; all when None), and the entropy of the model's full
+    distribution: the alarm is about how unsure the model is, which the mask would hide (a forced
+    step has entropy 0)."""
     return StepSignals(*signal_tensors(logits, legal, k))
 
 
@@ -63,9 +64,16 @@ def signal_tensors(
     # log_softmax is finite where logits are, so p log p needs no guard for p = 0.
     entropy = -torch.linalg.vecdot(probs, log_probs)
     if legal is not None:
-        illegal = ~legal
-        mass = probs.masked_fill_(illegal, 0.0).sum(-1)
-        log_mass = _log_legal_mass(mass, log_probs.masked_fill_(illegal, float("-inf")), static)
+        if legal.dtype == torch.bool:
+            illegal = ~legal
+            mass = probs.masked_fill_(illegal, 0.0).sum(-1)
+            masked_log_probs = log_probs.masked_fill_(illegal, float("-inf"))
+        else:
+            # An additive mask (0.0 legal, -inf not: a host grammar's on a CPU): p + 0 is p, and p - inf
+            # clamps to 0, the fills' very numbers, at a tenth of a bool mask's cost per entry there.
+            mass = probs.add_(legal).clamp_(min=0.0).sum(-1)
+            masked_log_probs = log_probs.add_(legal)
+        log_mass = _log_legal_mass(mass, masked_log_probs, static)
     top_log_probs, top_ids = log_probs.topk(min(k + 1, x.shape[-1]), dim=-1)
     chosen = _greedy_choice(x, legal, top_log_probs, top_ids, static)
     chosen_log_prob = log_probs.gather(-1, chosen[:, None])[:, 0]
@@ -104,7 +112,9 @@ def _greedy_choice(
 
 
 def _masked(x: torch.Tensor, legal: torch.Tensor | None) -> torch.Tensor:
-    return x if legal is None else x.masked_fill(~legal, float("-inf"))
+    if legal is None:
+        return x
+    return x.masked_fill(~legal, float("-inf")) if legal.dtype == torch.bool else x + legal
 
 
 def _log_legal_mass(mass: torch.Tensor, masked_log_probs: torch.Tensor, static: bool | None) -> torch.Tensor:

@@ -17,6 +17,7 @@ from model.answers.validate import Extraction
 from model.config import EngineSettings
 from model.engine import Extractor
 from model.grammar.constrainer import Constrainer
+from model.grammar.protocol import allowed
 from model.grammar.source import prepare_source
 from model.grammar.source import reach as typed_reach
 from model.grammar.token_bytes import TokenBytes
@@ -159,12 +160,11 @@ def test_end_of_sequence_waits_for_every_label(random_model) -> None:
     grammar = constrainer.host_grammar([row], [], 1, len(tokenizer))
     state = grammar.start()
     for token in tokenizer("甲方: 王伟\n乙方: None", add_special_tokens=False)["input_ids"]:
-        legal, _ = grammar.legal(state)
+        legal = allowed(grammar.legal(state)[0])
         assert legal[0, token], tokenizer.decode([token])
         assert not legal[0, tokenizer.eos_token_id]
         state = grammar.advance(state, torch.tensor([token]))
-    legal, _ = grammar.legal(state)
-    assert legal[0, tokenizer.eos_token_id]
+    assert allowed(grammar.legal(state)[0])[0, tokenizer.eos_token_id]
 
 
 def test_a_typed_value_may_not_start_on_half_a_character_it_cannot_become() -> None:

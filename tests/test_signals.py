@@ -66,3 +66,15 @@ def test_the_compiled_signals_are_the_eager_ones() -> None:
             assert fused[0].tolist() == eager[0].tolist()
             for a, b in zip(fused[1:], eager[1:], strict=True):
                 torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.parametrize("static", [True, False])
+def test_an_additive_mask_gives_the_bool_masks_signals_to_the_bit(static: bool) -> None:
+    """A host grammar on a CPU hands over 0.0 / -inf instead of True / False (model/grammar/protocol.py):
+    every signal is the same number, ties, spills past the top-k and an underflowed legal mass included."""
+    for logits, legal in cases():
+        additive = torch.zeros(legal.shape).masked_fill_(~legal, float("-inf"))
+        by_bool = signal_tensors(logits, legal, K, static)
+        by_sum = signal_tensors(logits, additive, K, static)
+        for a, b in zip(by_bool, by_sum, strict=True):
+            assert torch.equal(a, b)

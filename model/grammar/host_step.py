@@ -111,17 +111,18 @@ def _can_end(k, r, label, end_pos, lo, hi):
 
 
 @numba.njit(cache=True)
-def legal_mask(k, literal, answered, label, length, ended, end_row, end_pos, legal, forced):
-    """Fill `legal` [B, width] (zeros in) with each row's legal tokens and `forced` [B] with whether
-    exactly one is. A row left with nothing legal (an ended row, or a dead end the grammar cannot
-    reach) may end; rows without a grammar (padding) are free."""
+def legal_mask(k, literal, answered, label, length, ended, end_row, end_pos, legal, forced, yes):
+    """Mark each row's legal tokens in `legal` [B, width] with `yes` (every entry something else
+    before: a bool mask's True over False, an additive mask's 0.0 over -inf) and fill `forced` [B]
+    with whether exactly one is. A row left with nothing legal (an ended row, or a dead end the
+    grammar cannot reach) may end; rows without a grammar (padding) are free."""
     n_heads, n_types, size, eos_id = k.scalars[0], k.scalars[1], k.scalars[2], k.scalars[3]
     n = len(literal)
     row_first = _row_ends(end_row, n)
     sources = np.empty(2, dtype=np.int64)
     for r in range(n):
         if k.free[r]:
-            legal[r, :] = True
+            legal[r, :] = yes
             forced[r] = False
             continue
         count = 0
@@ -132,11 +133,11 @@ def legal_mask(k, literal, answered, label, length, ended, end_row, end_pos, leg
                 s = sources[i]
                 for j in range(k.lit_tok.shape[1]):
                     tok = k.lit_tok[s, j]
-                    if tok != size and _allowed(a, k.lit_done[s, j], k.lit_need[s, j]) and not legal[r, tok]:
-                        legal[r, tok] = True
+                    if tok != size and _allowed(a, k.lit_done[s, j], k.lit_need[s, j]) and legal[r, tok] != yes:
+                        legal[r, tok] = yes
                         count += 1
-                if a == k.complete[r] and k.eos_kind[s] != 0 and not legal[r, eos_id]:
-                    legal[r, eos_id] = True
+                if a == k.complete[r] and k.eos_kind[s] != 0 and legal[r, eos_id] != yes:
+                    legal[r, eos_id] = yes
                     count += 1
                 for j in range(k.glue_head.shape[1]):
                     head = k.glue_head[s, j]
@@ -148,8 +149,8 @@ def legal_mask(k, literal, answered, label, length, ended, end_row, end_pos, leg
                         continue
                     for m in range(k.ids_first[entry], k.ids_first[entry + 1]):
                         tok = k.ids_flat[m]
-                        if not legal[r, tok]:
-                            legal[r, tok] = True
+                        if legal[r, tok] != yes:
+                            legal[r, tok] = yes
                             count += 1
             # An open value continued: tokens occurring at its end positions, into places it may be.
             if label[r] >= 0:
@@ -162,11 +163,11 @@ def legal_mask(k, literal, answered, label, length, ended, end_row, end_pos, leg
                             ends_at = p + k.lengths[tok]
                             if not k.alive[kind, ends_at] or ends_at > k.reach[kind, p - length[r]]:
                                 continue
-                        if not legal[r, tok]:
-                            legal[r, tok] = True
+                        if legal[r, tok] != yes:
+                            legal[r, tok] = yes
                             count += 1
         if count == 0:
-            legal[r, eos_id] = True
+            legal[r, eos_id] = yes
             count = 1
         forced[r] = count == 1
 
@@ -278,5 +279,6 @@ def load() -> None:
         one, one, one, one, one, one, one, np.ones(4, i64),
     )  # fmt: skip
     state = (no_rows, no_rows, no_rows, no_rows, no_bools, no_rows, no_rows)
-    legal_mask(kernel, *state, np.zeros((0, 1), dtype=bool), no_bools)
+    legal_mask(kernel, *state, np.zeros((0, 1), dtype=bool), no_bools, True)
+    legal_mask(kernel, *state, np.zeros((0, 1), dtype=np.float32), no_bools, np.float32(0.0))
     advance(kernel, *state, no_rows, no_bools)

@@ -15,7 +15,7 @@ from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
 
 from model.config import EngineSettings, decode_settings
 from model.grammar.constrainer import new_constrainer
-from model.grammar.protocol import Grammar
+from model.grammar.protocol import Grammar, masked
 from model.runner.loading import LoadedModel
 from model.runner.protocol import Generated, Passes, Request
 from model.runner.quantize import QuantizeError
@@ -51,7 +51,7 @@ class _GreedySignals(LogitsProcessor):
         signals = step_signals(scores, self.top_k, legal)
         signals.forced = forced
         self.steps.append(signals)
-        return scores.masked_fill(~legal, float("-inf"))
+        return masked(scores, legal)
 
 
 class ReferenceRunner:
