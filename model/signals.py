@@ -105,16 +105,22 @@ def _greedy_choice(
     # Only if every kept entry ties may a tied one lie outside them.
     spill = top.all(-1)
     if static_path(static, x):
-        return torch.where(spill, _masked(x, legal).argmax(-1), chosen)
+        return torch.where(spill, masked(x, legal).argmax(-1), chosen)
     if bool(spill.any()):
-        chosen[spill] = _masked(x[spill], None if legal is None else legal[spill]).argmax(-1)
+        chosen[spill] = masked(x[spill], None if legal is None else legal[spill]).argmax(-1)
     return chosen
 
 
-def _masked(x: torch.Tensor, legal: torch.Tensor | None) -> torch.Tensor:
-    if legal is None:
-        return x
-    return x.masked_fill(~legal, float("-inf")) if legal.dtype == torch.bool else x + legal
+def allowed(mask: torch.Tensor) -> torch.Tensor:
+    """A grammar's mask (model/grammar/protocol.py: bool, or additive) as bool: True where legal."""
+    return mask if mask.dtype == torch.bool else mask == 0
+
+
+def masked(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """`scores` with the tokens a grammar's mask rules out at -inf (a new tensor; `scores` if no mask)."""
+    if mask is None:
+        return scores
+    return scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
 
 
 def _log_legal_mass(mass: torch.Tensor, masked_log_probs: torch.Tensor, static: bool | None) -> torch.Tensor:

@@ -17,7 +17,6 @@ from model.answers.validate import Extraction
 from model.config import EngineSettings
 from model.engine import Extractor
 from model.grammar.constrainer import Constrainer
-from model.grammar.protocol import allowed
 from model.grammar.source import prepare_source
 from model.grammar.source import reach as typed_reach
 from model.grammar.token_bytes import TokenBytes
@@ -25,6 +24,7 @@ from model.grammar.vocab import VocabIndex
 from model.runner.fast import FastRunner
 from model.runner.loading import load_model
 from model.runner.reference import ReferenceRunner
+from model.signals import allowed
 from ops.corpus import generate_corpus
 from ops.demo.samples import sample_documents
 from ops.train.tiny import build_tiny_bloom

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from model.answers.checks import boundary_problem, word_edges
 from model.grammar.constrainer import Constrainer
-from model.grammar.protocol import allowed
 from model.grammar.token_bytes import TokenBytes
+from model.signals import allowed
 from ops.demo.samples import sample_documents
 from ops.train.tiny import build_tiny_bloom
 from schemas.messages import Document

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from model.signals import signal_tensors
+from model.signals import allowed, masked, signal_tensors
 
 K = 5
 
@@ -78,3 +78,6 @@ def test_an_additive_mask_gives_the_bool_masks_signals_to_the_bit(static: bool) 
         by_sum = signal_tensors(logits, additive, K, static)
         for a, b in zip(by_bool, by_sum, strict=True):
             assert torch.equal(a, b)
+        # What a processor or a test reads off either kind of mask.
+        assert torch.equal(allowed(additive), legal) and allowed(legal) is legal
+        assert torch.equal(masked(logits, additive), masked(logits, legal))

@@ -31,22 +31,12 @@ class Grammar(Protocol[State]):
     def legal(self, state: State) -> tuple[torch.Tensor, torch.Tensor]:
         """([B, width] on the device: the tokens each row may take; [B] bool: exactly one). The mask is
         bool (True: legal) or additive float32 (0.0: legal, -inf: not), as is cheaper to apply where it
-        is built: read it with `allowed` and apply it with `masked`."""
+        is built: read it with model/signals.py's `allowed` and apply it with its `masked`."""
         ...
 
     def advance(self, state: State, tokens: torch.Tensor) -> State:
         """The rows' state after each took its token [B]."""
         ...
-
-
-def allowed(mask: torch.Tensor) -> torch.Tensor:
-    """A grammar's mask (`Grammar.legal`) as bool: True where the token is legal."""
-    return mask if mask.dtype == torch.bool else mask == 0
-
-
-def masked(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """`scores` with the tokens a grammar's mask rules out at -inf (a new tensor)."""
-    return scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
 
 
 class GrammarBuilder(Protocol):

@@ -15,11 +15,11 @@ from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
 
 from model.config import EngineSettings, decode_settings
 from model.grammar.constrainer import new_constrainer
-from model.grammar.protocol import Grammar, masked
+from model.grammar.protocol import Grammar
 from model.runner.loading import LoadedModel
 from model.runner.protocol import Generated, Passes, Request
 from model.runner.quantize import QuantizeError
-from model.signals import Generation, StepSignals, collect_generations, cut, step_signals
+from model.signals import Generation, StepSignals, collect_generations, cut, masked, step_signals
 from schemas.messages import ModelInfo
 
 
