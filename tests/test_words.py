@@ -1,5 +1,5 @@
 """The word segmentation (model/answers/tagger.py: jieba-rs for blocks of Han characters, the
-vectorised part-of-speech Viterbi) cuts and tags every text as jieba does."""
+compiled part-of-speech Viterbi) cuts and tags every text as jieba does."""
 
 from __future__ import annotations
 

@@ -57,19 +57,21 @@ def measure(docs: Sequence[Document], extractions: Sequence[Extraction], truth) 
             label: {normalise(s.text, doc.field_types.get(label)) for s in ex.fields.get(label, [])}
             for label in doc.labels
         }
-        records.append((sum(len(w) for w in want.values()), sum(len(want[label] - got[label]) for label in doc.labels)))
+        expected = sum(len(w) for w in want.values())
+        missing = sum(len(want[label] - got[label]) for label in doc.labels)
+        records.append((expected, missing))
         for label in doc.labels:
             outcome = "missing" if want[label] - got[label] else "extra" if got[label] - want[label] else "right"
             out["answers"][f"{answer_kind(ex, label):40s} {outcome}"] += 1
         routing = out["routing"]
         routing["documents"] += 1
-        routing["values"] += sum(len(w) for w in want.values())
+        routing["values"] += expected
         routing["found"] += sum(len(got[label] & want[label]) for label in doc.labels)
         routing["all right"] += all(got[label] == want[label] for label in doc.labels)
         if not ex.needs_review:
             routing["to fields"] += 1
-            routing["expected in fields"] += sum(len(w) for w in want.values())
-            routing["wrong or missing in fields"] += sum(len(want[label] - got[label]) for label in doc.labels)
+            routing["expected in fields"] += expected
+            routing["wrong or missing in fields"] += missing
         for code in {r.code.value for r in ex.reasons}:
             out["codes"][code] += 1
         for r in ex.reasons:
