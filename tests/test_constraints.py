@@ -167,6 +167,38 @@ def test_end_of_sequence_waits_for_every_label(random_model) -> None:
     assert allowed(grammar.legal(state)[0])[0, tokenizer.eos_token_id]
 
 
+def test_a_checked_value_ends_only_where_a_whole_value_of_its_type_does(random_model) -> None:
+    """A phone may not stop a digit short (a trained model that did went to review with the value
+    extended), nor be a landline's head; the oracle says the same of every step."""
+    from ops.oracle import OracleConstrainer
+    from ops.oracle.constraints import RowConstraint
+
+    loaded, _ = random_model
+    tokenizer = loaded.tokenizer
+    eos = tokenizer.eos_token_id
+    text = "联系电话：13812345678，总机 010-1234。"
+    vocab = TokenBytes.from_tokenizer(tokenizer)
+    constrainer = Constrainer(vocab, eos, torch.device("cpu"))
+    [oracle_row] = OracleConstrainer(vocab, eos, torch.device("cpu")).rows(text, [("电话",)], {"电话": "phone"})
+    for answer, whole in (("13812345678", {"13812345678"}), ("010-1234", set())):
+        [row] = constrainer.rows(text, [("电话",)], {"电话": "phone"})
+        grammar = constrainer.host_grammar([row], [], 1, len(tokenizer))
+        state = grammar.start()
+        oracle = RowConstraint(oracle_row.grammar, oracle_row.index, eos)
+        spelled = ""
+        for token in tokenizer(f"电话: {answer}", add_special_tokens=False)["input_ids"]:
+            legal = allowed(grammar.legal(state)[0])[0]
+            assert legal.nonzero().flatten().tolist() == sorted(set(oracle.allowed().tolist()))
+            if not legal[token]:
+                break  # a landline's head leads nowhere the grammar lets a phone end
+            state = grammar.advance(state, torch.tensor([token]))
+            oracle.advance(token)
+            spelled += tokenizer.decode([token])
+            value = spelled.split(": ", 1)[1] if ": " in spelled else ""
+            assert bool(allowed(grammar.legal(state)[0])[0, eos]) == (value in whole), value
+        assert (spelled == f"电话: {answer}") == bool(whole)
+
+
 def test_a_typed_value_may_not_start_on_half_a_character_it_cannot_become() -> None:
     # Judged as nothing, half of 招 passed as a phone prefix; then no token could follow it and
     # the row fell back to end-of-sequence with labels unanswered.

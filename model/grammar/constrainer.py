@@ -17,7 +17,7 @@ from model.grammar.host import HostGrammar, HostTables
 from model.grammar.layout import RowGrammar, build_layout
 from model.grammar.literal import ChunkTable, TokenRuns, build_chunk_table
 from model.grammar.protocol import Grammar
-from model.grammar.source import CHECKED_TYPES, SourceTables, WordEdges, prepare_source
+from model.grammar.source import CHECKED_TYPES, SourceTables, WordEdges, may_end, prepare_source
 from model.grammar.tables import device_tables
 from model.grammar.token_bytes import TokenBytes
 from model.grammar.vocab import VocabIndex
@@ -63,6 +63,10 @@ class Constrainer:
                 chunk = self._chunks[labels] = build_chunk_table(labels, self._runs)
             kinds = tuple(t if (t := types.get(label)) in CHECKED_TYPES else classes.get(label) for label in labels)
             out.append(RowGrammar(source, chunk, kinds))
+        # A checked type's reach and ends now, with the rest of the document's preparation (ahead of
+        # the batch, or in a preparing process), not when a batch's layout first asks for them.
+        for kind in sorted({k for row in out for k in row.types if k in CHECKED_TYPES}):
+            may_end(source, kind, self.vocab.lengths)
         return out
 
     def adopt(self, text: str, rows: Sequence[RowGrammar]) -> list[RowGrammar]:

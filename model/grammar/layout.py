@@ -136,16 +136,20 @@ def build_layout(rows: Sequence[RowGrammar | None], vocab: VocabIndex, device: t
         out.row_type[i, : len(r.types)] = [out.type_names.index(t) for t in r.types]
     # How far a checked type's value may run from each start, in the shared position space.
     out.reach = [np.full(total + 1, UNLIMITED, dtype=np.int64)]
+    users = {kind: {sources[id(r.source)] for r in rows if r is not None and kind in r.types} for kind in types}
     for kind in types:
-        users = {sources[id(r.source)] for r in rows if r is not None and kind in r.types}
         spans = [
-            reach(s, kind) + o if d in users else np.full(s.size + 1, UNLIMITED, dtype=np.int64)
+            reach(s, kind) + o if d in users[kind] else np.full(s.size + 1, UNLIMITED, dtype=np.int64)
             for d, (s, o) in enumerate(zip(source_list, out.source_offset, strict=False))
         ]
         out.reach.append(np.concatenate([*spans, np.array([UNLIMITED])]))
-    # Where each kind's values may end (a character boundary, and a word edge for a word-edge class),
-    # and where they may be; one more position than the documents', always allowed, for padding.
-    ends = [[may_end(s, kind) for s in source_list] for kind in types]
+    # Where each kind's values may end (a character boundary, and a word edge for a word-edge class or
+    # a whole value's end for a checked type), and where they may be, in the documents that ask for the
+    # kind; one more position than the documents', always allowed, for padding.
+    ends = [
+        [may_end(s, kind if d in users[kind] else None, vocab.lengths) for d, s in enumerate(source_list)]
+        for kind in types
+    ]
     out.end_ok = np.stack([out.boundary, *(np.concatenate([e for e, _ in k] or [out.boundary]) for k in ends)])
     out.alive = np.stack(
         [np.ones(total + 1, dtype=bool), *(np.concatenate([*(a for _, a in k), [True]]) for k in ends)]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from model.grammar.vocab import VocabIndex
-from model.values.field_types import viable_prefix
+from model.values.field_types import complete_value, viable_prefix
 from schemas.field_sets import FieldType
 
 # Bytes a value never starts on, besides the value breaks: blanks, and the ideographic space's lead.
@@ -55,9 +55,10 @@ class SourceTables:
     key: np.ndarray
     entries: dict[bytes, Entries] = field(default_factory=dict)
     reach: dict[str, np.ndarray] = field(default_factory=dict)
-    # Per word-edge class, [P + 1] bool: where such a value may end (a character boundary and a word
-    # edge), and where a value may be and still reach such an end, token by token (a word holding a
-    # character the vocabulary cannot spell is no dead end the grammar walks into).
+    # Per word-edge class and checked type, [P + 1] bool: where such a value may end (a character
+    # boundary, and a word edge or the end of a whole value of the type), and where a value may be and
+    # still reach such an end, token by token (a word holding a character the vocabulary cannot spell
+    # is no dead end the grammar walks into).
     ends: dict[str, np.ndarray] = field(default_factory=dict)
     alive: dict[str, np.ndarray] = field(default_factory=dict)
 
@@ -126,9 +127,12 @@ def _reaching(tables: SourceTables, ends: np.ndarray, lengths: np.ndarray) -> np
         alive = grown
 
 
-def may_end(tables: SourceTables, kind: str | None) -> tuple[np.ndarray, np.ndarray]:
+def may_end(tables: SourceTables, kind: str | None, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """[P + 1] each: where a value of `kind` (a checked type, a word-edge class or None) may end, and
-    where it may be (still reaching an end)."""
+    where it may be (still reaching an end); `lengths`: the vocabulary's token lengths in bytes."""
+    if kind in CHECKED_TYPES and kind not in tables.ends:
+        tables.ends[kind] = _complete_ends(tables, kind)
+        tables.alive[kind] = _reaching(tables, tables.ends[kind], lengths)
     if kind not in tables.ends:
         return tables.boundary, np.ones(tables.size + 1, dtype=bool)
     return tables.ends[kind], tables.alive[kind]
@@ -169,10 +173,7 @@ def _typed_reach(tables: SourceTables, kind: FieldType) -> np.ndarray:
     """The check is prefix-closed (every prefix of a viable value is viable), so the longest viable run
     from each start is found by binary search over its length in characters. A cut character counts
     as the source character it is cut from."""
-    text = tables.data.tobytes().decode()
-    offsets = byte_offsets(tables)
-    char_at = np.full(tables.size + 1, -1, dtype=np.int64)
-    char_at[offsets] = np.arange(len(offsets))
+    text, offsets, char_at = _characters(tables)
     out = np.arange(tables.size + 1, dtype=np.int64)  # a start that cannot open a value reaches itself
     for p in tables.starts:
         i = int(char_at[p])
@@ -187,3 +188,28 @@ def _typed_reach(tables: SourceTables, kind: FieldType) -> np.ndarray:
                 hi = mid - 1
         out[p] = offsets[i + lo]
     return out
+
+
+def _complete_ends(tables: SourceTables, kind: FieldType) -> np.ndarray:
+    """[P + 1]: where a value of the checked type `kind` may end: where the text from some start, within
+    that start's viable run, reads as a whole value (model/values/field_types.py:complete_value). Any
+    start's whole value opens the end to every value there (the union keeps the table one row; the
+    validation loop's type check still reads each value whole)."""
+    text, offsets, char_at = _characters(tables)
+    longest = reach(tables, kind)
+    ends = np.zeros(tables.size + 1, dtype=bool)
+    for p in tables.starts[longest[tables.starts] > tables.starts]:
+        i, j = int(char_at[p]), int(char_at[longest[p]])
+        for e in range(i + 1, j + 1):
+            if not ends[offsets[e]] and complete_value(kind, text[i:e]):
+                ends[offsets[e]] = True
+    return ends
+
+
+def _characters(tables: SourceTables) -> tuple[str, np.ndarray, np.ndarray]:
+    """The source's text, each character's byte offset (then the end), and per byte offset its
+    character's index (-1 inside a character)."""
+    offsets = byte_offsets(tables)
+    char_at = np.full(tables.size + 1, -1, dtype=np.int64)
+    char_at[offsets] = np.arange(len(offsets))
+    return tables.data.tobytes().decode(), offsets, char_at

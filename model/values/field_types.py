@@ -64,6 +64,13 @@ def matches(kind: FieldType, value: str) -> bool:
     return True
 
 
+def complete_value(kind: FieldType, value: str) -> bool:
+    """Whether `value` is a whole value of its type that ends on a letter or digit: where the grammar
+    lets a value of a checked type end (model/grammar/source.py), so that a phone cut a digit short or
+    an e-mail cut after its `@` is no answer the model can give."""
+    return value[-1:].isalnum() and matches(kind, value)
+
+
 def viable_prefix(kind: FieldType, prefix: str) -> bool:
     """Whether `prefix` can still grow into a valid value: called per decode step, so only cheap checks."""
     folded = fold_width(prefix)

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from model.grammar.source import WordEdges
+from model.grammar.source import CHECKED_TYPES, WordEdges
 from model.grammar.token_bytes import VALUE_BREAKS
-from model.values.field_types import FieldType, viable_prefix
+from model.values.field_types import FieldType, complete_value, viable_prefix
 
 NONE_WORD = b"None"
 LABEL_SEPARATOR = b": "
@@ -72,6 +72,27 @@ class Source:
         self.starts_by_byte: dict[int, list[int]] = {}
         for p in self.starts:
             self.starts_by_byte.setdefault(self.data[p], []).append(p)
+        self._complete: dict[str, frozenset[int]] = {}
+
+    def complete_ends(self, kind: FieldType) -> frozenset[int]:
+        """Byte positions where the text, from some start, reads as a whole value of `kind` with every
+        prefix viable on the way: where a value of that checked type may end."""
+        if kind not in self._complete:
+            text = self.data.decode()
+            at = [0]
+            for ch in text:
+                at.append(at[-1] + len(ch.encode()))
+            ends = set()
+            for s in range(len(text)):
+                if not self._may_start(at[s]):
+                    continue
+                for e in range(s + 1, len(text) + 1):
+                    if not viable_prefix(kind, text[s:e]):
+                        break
+                    if complete_value(kind, text[s:e]):
+                        ends.add(at[e])
+            self._complete[kind] = frozenset(ends)
+        return self._complete[kind]
 
     def _may_start(self, p: int) -> bool:
         b = self.data[p]
@@ -126,9 +147,15 @@ class Grammar:
             starts, ends = edges.tables[name]
             self.edge_starts.append(frozenset(at[i] for i, ok in enumerate(starts) if ok))
             self.edge_ends.append(frozenset(at[i] for i, ok in enumerate(ends) if ok))
+        # A checked type's values end only where a whole value of the type does (they start anywhere).
+        for i, kind in enumerate(self.types):
+            if kind in CHECKED_TYPES:
+                self.edge_class[i] = kind
+                self.edge_ends[i] = source.complete_ends(kind)
 
     def can_end(self, c: Value) -> bool:
-        """The value may end here: on a character boundary, and a word edge where its label asks."""
+        """The value may end here: on a character boundary, and a word edge or a whole value's end
+        where its label asks."""
         ends = self.edge_ends[c.label]
         return any(self.source.is_boundary(e) and (ends is None or e in ends) for e in c.ends)
 

@@ -74,15 +74,18 @@ class SourceIndex:
             self._alive[name] = frozenset(alive)
         return self._alive[name]
 
-    def entries(self, head: bytes, edges: tuple[str, frozenset[int], frozenset[int]] | None = None) -> torch.Tensor:
-        """Tokens made of `head` and then the start of a value; for a word-edge class `edges` (its
-        name, starts and ends), at one of its starts and into a place that still reaches its ends."""
+    def entries(
+        self, head: bytes, edges: tuple[str, frozenset[int] | None, frozenset[int]] | None = None
+    ) -> torch.Tensor:
+        """Tokens made of `head` and then the start of a value; for a word-edge class or checked type
+        `edges` (its name, starts or None for any, and ends), at one of its starts and into a place
+        that still reaches its ends."""
         key = (head, edges and edges[0])
         if key not in self._entries:
             if edges is None and not head:
                 ids = self.continuations(self.source.starts)
             else:
-                at = [p for p in self.source.starts if edges is None or p in edges[1]]
+                at = [p for p in self.source.starts if edges is None or edges[1] is None or p in edges[1]]
                 found = self.vocab.tokens_at(self.source.data, at, head)
                 if edges is not None:
                     alive = self.alive(edges[0], edges[2])
@@ -182,7 +185,7 @@ class RowConstraint:
             self._typed_entries[key] = self._typed(self.index.entries(head, self._edges(label)), label, b"", len(head))
         return self._typed_entries[key]
 
-    def _edges(self, label: int) -> tuple[str, frozenset[int], frozenset[int]] | None:
+    def _edges(self, label: int) -> tuple[str, frozenset[int] | None, frozenset[int]] | None:
         g = self.grammar
         name = g.edge_class[label]
         return None if name is None else (name, g.edge_starts[label], g.edge_ends[label])
