@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from model.values.field_types import id_card_check_digit, matches, viable_prefix
+from model.values.field_types import complete_value, id_card_check_digit, matches, viable_prefix
 from model.values.lexicon import organisation_ok, person_ok
 
 
@@ -76,3 +76,30 @@ def test_person_lexicon_accepts_names(name: str) -> None:
 @pytest.mark.parametrize("name", ["北京大学", "中国工商银行", "华为技术有限公司", "复旦大学附属中山医院"])
 def test_organisation_lexicon_accepts_organisations(name: str) -> None:
     assert organisation_ok(name)
+
+
+PHONE_TEXT = st.text(alphabet="0123456789０１２３+-() .转xX", min_size=1, max_size=24)
+
+
+@given(value=PHONE_TEXT)
+def test_a_complete_phone_is_a_phone_the_normaliser_reads_ending_on_a_digit(value: str) -> None:
+    """complete_value's cheap refusals (too few digits) never refuse a phone parse_phone reads."""
+    assert complete_value("phone", value) == (value[-1].isalnum() and matches("phone", value))
+
+
+@pytest.mark.parametrize(
+    ("kind", "value", "ok"),
+    [
+        ("phone", "13812345678", True),
+        ("phone", "1381234567", False),
+        ("phone", "+6581234590", True),
+        ("phone", "13812345678 ", False),
+        ("phone", "010-1234", False),
+        ("email", "xujiayi96@163.com", True),
+        ("email", "xujiayi96@", False),
+        ("email", "xujiayi96", False),
+        ("id_card", "11010119900307851", False),
+    ],
+)
+def test_complete_values(kind, value: str, ok: bool) -> None:
+    assert complete_value(kind, value) is ok

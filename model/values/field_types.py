@@ -7,7 +7,7 @@ import re
 from model.values.amounts import parse_amount
 from model.values.dates import parse_date
 from model.values.lexicon import organisation_ok, person_ok
-from model.values.phones import parse_phone
+from model.values.phones import FEWEST_DIGITS, parse_phone
 from model.values.salaries import negotiable, parse_salary
 from model.values.width import fold_width, han_squeezed
 from schemas.field_sets import FieldType
@@ -68,7 +68,14 @@ def complete_value(kind: FieldType, value: str) -> bool:
     """Whether `value` is a whole value of its type that ends on a letter or digit: where the grammar
     lets a value of a checked type end (model/grammar/source.py), so that a phone cut a digit short or
     an e-mail cut after its `@` is no answer the model can give."""
-    return value[-1:].isalnum() and matches(kind, value)
+    if not value[-1:].isalnum():
+        return False
+    # Cheap refusals first: the grammar asks this of every run of a text's digits (dates, sums).
+    if kind == "phone" and sum(ch.isdigit() for ch in value) < FEWEST_DIGITS:
+        return False
+    if kind == "email" and "@" not in value:
+        return False
+    return matches(kind, value)
 
 
 def viable_prefix(kind: FieldType, prefix: str) -> bool:

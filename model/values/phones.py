@@ -16,6 +16,8 @@ _LANDLINE = re.compile(r"0(10|2\d|[3-9]\d\d)([1-9]\d{6,7})")
 _SERVICE = re.compile(r"(400|800)(\d{7})")
 # E.164: a country code and the number, 15 digits at most; 8 at least keeps a short code or a year out.
 _ABROAD = re.compile(r"(?:\+|00)([1-9]\d{7,14})")
+# The fewest digits any phone `parse_phone` reads is written with (a number abroad after its +).
+FEWEST_DIGITS = 8
 
 
 def parse_phone(text: str) -> str | None:
