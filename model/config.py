@@ -31,6 +31,9 @@ class EngineSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     prompts_per_forward: int = 32
     confidence_threshold: float = 0.85
     entropy_threshold: float = 2.5
+    # Deciding steps above `entropy_threshold` a record needs before it alarms (review and an alert).
+    # One is the seed design's rule; garbage input raises many, a rare character copied right raises one.
+    entropy_alarm_steps: Annotated[int, msgspec.Meta(ge=1)] = 1
     top_alternatives: int = 5
     # Decode only answers the parser reads, with values copied from the source (model/grammar/).
     constrained: bool = True
@@ -60,4 +63,5 @@ def decode_settings(settings: EngineSettings) -> DecodeSettings:
         labels_per_prompt=settings.labels_per_prompt,
         confidence_threshold=settings.confidence_threshold,
         entropy_threshold=settings.entropy_threshold,
+        entropy_alarm_steps=settings.entropy_alarm_steps,
     )

@@ -176,6 +176,8 @@ class DecodeSettings(msgspec.Struct, frozen=True, kw_only=True):
     labels_per_prompt: int
     confidence_threshold: float
     entropy_threshold: float
+    # Deciding steps above the threshold a record needs before it alarms.
+    entropy_alarm_steps: int = 1
 
 
 class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):

@@ -76,6 +76,19 @@ def test_flat_distribution_raises_an_entropy_alarm_naming_the_step(tokenizer) ->
     assert first.chosen.prob == pytest.approx(0.99) and len(first.alternatives) == 2
 
 
+@pytest.mark.parametrize(("least", "alarms"), [(1, True), (3, True), (4, False)])
+def test_a_record_alarms_once_enough_deciding_steps_are_unsure(tokenizer, least: int, alarms: bool) -> None:
+    labels = ("甲方", "乙方", "签约日期")
+    doc = Document(doc_id="d", text=TEXT, task="extract", labels=labels)
+    decode = lambda ids: tokenizer.decode(list(ids), skip_special_tokens=True)  # noqa: E731
+    flat = generation(tokenizer, "甲方: None\n乙方: None\n签约日期: None", entropy=3.0)
+    settings = EngineSettings(path="unused", max_new_tokens=64, entropy_alarm_steps=least)
+    result = interpret(doc, [labels], [flat], decode, settings, truncated=False)
+    assert result.alarmed_steps == 3  # counted either way
+    assert (ReviewCode.ENTROPY_ALARM in {r.code for r in result.reasons}) is alarms
+    assert bool(result.alarms) is alarms
+
+
 def test_alarms_come_only_from_a_label_s_decision_and_the_tokens_of_kept_values(tokenizer) -> None:
     """Flat at every step: the label heads, `: ` and the invented value decide nothing in the record."""
     answer = "甲方: 北京编造科技有限公司\n乙方: 王伟\n签约日期: None"

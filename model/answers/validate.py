@@ -173,9 +173,13 @@ def raise_alarms(
     settings: EngineSettings,
     where: str = "",
 ) -> None:
-    """From `result.alarmed`: the count, the worst steps spelled out in step order (the others are
-    counted, not listed) and one review reason for the document; `where` ends the reason's detail."""
+    """From `result.alarmed`: the count, and where it reaches `settings.entropy_alarm_steps` the worst
+    steps spelled out in step order (the others are counted, not listed) and one review reason for the
+    document; `where` ends the reason's detail."""
     result.alarmed_steps = len(result.alarmed)
+    if result.alarmed_steps < settings.entropy_alarm_steps:
+        result.alarms = []
+        return
     worst = sorted(result.alarmed, key=lambda a: (-a.entropy, a.chunk, a.step))[:MAX_ALARMS_PER_DOCUMENT]
     result.alarms = [
         _alarm(a.chunk, a.step, generations[a.chunk], decode, settings)
