@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 from model.answers.validate import Extraction
 from ops.eval.accuracy import normalise
-from ops.eval.gate import corpus_runs, doubted, wanted
+from ops.eval.gate import corpus_runs, doubted, held, shortfall, wanted
 from schemas.messages import Document
 
 FULL = 2.5  # the product's threshold, nats
@@ -107,21 +107,24 @@ def rules_report(docs: Sequence[Document], steps_of: Sequence[Extraction], quiet
     `quiet`: of one that never alarms, whose other reasons and fields are the record's without the
     alarm (an alarmed record is backed off as one in review, which changes both)."""
     lines = ["   rule                          alarmed  to fields  wrong or missing in fields"]
+    # Per record: its deciding steps above FULL, and its most torn one's legal entropy.
+    signals = [
+        (
+            sum(step.entropy > FULL for step in ex.alarmed),
+            max((legal_entropy(ex.traces[s.chunk].generation.top_probs[s.step]) for s in ex.alarmed), default=0.0),
+        )
+        for ex in steps_of
+    ]
     for name, (least, legal) in RULES.items():
         alarmed = to_fields = expected = missing = 0
-        for doc, ex, record in zip(docs, steps_of, quiet, strict=True):
-            full = sum(step.entropy > FULL for step in ex.alarmed)
-            torn = any(legal_entropy(ex.traces[s.chunk].generation.top_probs[s.step]) > legal for s in ex.alarmed)
-            alarm = full >= least or torn
+        for doc, record, (full, torn) in zip(docs, quiet, signals, strict=True):
+            alarm = full >= least or torn > legal
             alarmed += alarm
             if alarm or record.needs_review:
                 continue
-            want = wanted(doc, truth)
             to_fields += 1
-            expected += sum(len(w) for w in want.values())
-            for label in doc.labels:
-                got = {normalise(s.text, doc.field_types.get(label)) for s in record.fields.get(label, [])}
-                missing += len(want[label] - got)
+            counts = shortfall(wanted(doc, truth), held(doc, record))
+            expected, missing = expected + counts[0], missing + counts[1]
         lines.append(f"   {name:28s} {alarmed:8d} {to_fields:10d}  {missing}/{expected}")
     return "\n".join(lines)
 

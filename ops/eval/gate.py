@@ -43,6 +43,18 @@ def wanted(doc: Document, truth) -> dict[str, set[str]]:
     }
 
 
+def held(doc: Document, ex: Extraction) -> dict[str, set[str]]:
+    """Per label of `doc`, the values its record `ex` holds, normalised as the eval compares them."""
+    return {
+        label: {normalise(s.text, doc.field_types.get(label)) for s in ex.fields.get(label, [])} for label in doc.labels
+    }
+
+
+def shortfall(want: dict[str, set[str]], got: dict[str, set[str]]) -> tuple[int, int]:
+    """A record's values expected, and of them the ones it does not hold (wrong or missing)."""
+    return sum(len(w) for w in want.values()), sum(len(w - got[label]) for label, w in want.items())
+
+
 def doubted(ex: Extraction) -> set[tuple[str | None, str | None]]:
     """The (label, value) pairs the confidence gate flagged."""
     return {(r.label, r.value) for r in ex.reasons if r.code == ReviewCode.LOW_CONFIDENCE}
@@ -53,12 +65,8 @@ def measure(docs: Sequence[Document], extractions: Sequence[Extraction], truth) 
     records: list[tuple[int, int]] = []
     for doc, ex in zip(docs, extractions, strict=True):
         want = wanted(doc, truth)
-        got = {
-            label: {normalise(s.text, doc.field_types.get(label)) for s in ex.fields.get(label, [])}
-            for label in doc.labels
-        }
-        expected = sum(len(w) for w in want.values())
-        missing = sum(len(want[label] - got[label]) for label in doc.labels)
+        got = held(doc, ex)
+        expected, missing = shortfall(want, got)
         records.append((expected, missing))
         for label in doc.labels:
             outcome = "missing" if want[label] - got[label] else "extra" if got[label] - want[label] else "right"

@@ -72,16 +72,17 @@ class Source:
         self.starts_by_byte: dict[int, list[int]] = {}
         for p in self.starts:
             self.starts_by_byte.setdefault(self.data[p], []).append(p)
+        # Each character's byte offset, then the end: word-edge tables and whole values count characters.
+        self.char_at = [0]
+        for ch in self.data.decode():
+            self.char_at.append(self.char_at[-1] + len(ch.encode()))
         self._complete: dict[str, frozenset[int]] = {}
 
     def complete_ends(self, kind: FieldType) -> frozenset[int]:
         """Byte positions where the text, from some start, reads as a whole value of `kind` with every
         prefix viable on the way: where a value of that checked type may end."""
         if kind not in self._complete:
-            text = self.data.decode()
-            at = [0]
-            for ch in text:
-                at.append(at[-1] + len(ch.encode()))
+            text, at = self.data.decode(), self.char_at
             ends = set()
             for s in range(len(text)):
                 if not self._may_start(at[s]):
@@ -136,9 +137,7 @@ class Grammar:
         # Per label: the byte positions its values may start and end at, None where any will do.
         self.edge_starts: list[frozenset[int] | None] = []
         self.edge_ends: list[frozenset[int] | None] = []
-        at = [0]
-        for ch in source.data.decode():
-            at.append(at[-1] + len(ch.encode()))
+        at = source.char_at
         for name in self.edge_class:
             if name is None or edges is None:
                 self.edge_starts.append(None)
